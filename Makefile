@@ -1,0 +1,30 @@
+# make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,jax] [MODELS=keras-small] [TIMEOUT=600]
+# make test
+PYTHON ?= python3
+TOOLS := .venv-tools
+TOX := $(TOOLS)/bin/tox
+SUITE ?= default
+DEVICE ?= auto
+FRAMEWORKS ?=
+MODELS ?=
+TIMEOUT ?= 600
+
+.PHONY: bench test envs clean
+
+$(TOX):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet tox==4.67.15
+
+# One environment per framework plus the orchestrator's; tox makes the missing ones and reuses the rest.
+envs: $(TOX)
+	$(TOX) run-parallel -e torch,tensorflow,jax,bench,test --notest --parallel-no-spinner -q
+
+bench: envs
+	.tox/bench/bin/python -m suites bench --suite "$(SUITE)" --device "$(DEVICE)" \
+		--frameworks "$(FRAMEWORKS)" --models "$(MODELS)" --timeout "$(TIMEOUT)"
+
+test: envs
+	$(TOX) run -e test
+
+clean:
+	rm -rf .tox $(TOOLS)

@@ -1,0 +1,107 @@
+"""The one interface every framework implements, so the worker runs all of them the same way.
+
+An adapter module must not import its framework at module level: the worker sets the
+framework's environment first, then calls `import_framework` inside the measured import phase.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+from models.scenario import Scenario
+from models.spec import LayerShapes
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def init_bound(step: LayerShapes) -> float:
+    """LeCun-uniform bound sqrt(3 / fan_in), the one init rule every adapter uses."""
+    fan_in = math.prod(step.params["kernel"][:-1])
+    return math.sqrt(3.0 / fan_in)
+
+
+class Adapter(ABC):
+    """Builds the spec's net in one framework and runs the phases of a scenario."""
+
+    name: ClassVar[str]
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.spec = scenario.spec
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The canonical (channels-last) shape of one input batch."""
+        return (self.scenario.batch, *self.spec.input_shape)
+
+    @property
+    def target_shape(self) -> tuple[int, ...]:
+        """Class labels for cross-entropy, else a canonical tensor shaped like the output."""
+        if self.spec.loss == "cross_entropy":
+            return (self.scenario.batch,)
+        return (self.scenario.batch, *self.spec.output_shape)
+
+    @property
+    def classes(self) -> int:
+        return self.spec.output_shape[0]
+
+    def environment(self) -> dict[str, str]:
+        """Variables the framework reads at import or device start; set before `import_framework`."""
+        return {}
+
+    @abstractmethod
+    def import_framework(self) -> dict[str, str]:
+        """Imports the framework; returns the versions worth recording."""
+
+    @abstractmethod
+    def init_device(self) -> str:
+        """Starts the device runtime (the CUDA context on a GPU) and nothing else; returns its name."""
+
+    @abstractmethod
+    def build(self) -> None:
+        """Creates the weights (LeCun uniform, zero bias) and one batch of synthetic data on the device."""
+
+    @abstractmethod
+    def param_count(self) -> int:
+        """The parameter count as the framework itself reports it."""
+
+    @abstractmethod
+    def compile(self) -> dict[str, object]:
+        """Does what the framework's idiom does before the first step; returns notes for the record."""
+
+    @abstractmethod
+    def train_step(self) -> float:
+        """One optimizer step on the batch; returns the loss (which also synchronizes)."""
+
+    @abstractmethod
+    def infer(self) -> None:
+        """One forward pass on the batch with gradient tracking off."""
+
+    def synchronize(self) -> None:
+        """Waits for queued device work, so a reading belongs to the phase that caused it."""
+
+    def reset_peaks(self) -> None:
+        """Resets the allocator's peak counters where the framework allows it."""
+
+    def counters(self) -> dict[str, dict]:
+        """The allocator's own figures for the device, each with its semantics (see models.record)."""
+        return {}
+
+    def is_oom(self, error: BaseException) -> bool:
+        """Whether an exception is the framework saying it is out of memory."""
+        return isinstance(error, MemoryError)
+
+    @abstractmethod
+    def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
+        """Loads canonical weights (one dict per layer: kernel HWIO or (in, out), bias)."""
+
+    @abstractmethod
+    def forward(self, batch: np.ndarray) -> np.ndarray:
+        """Runs the net on a canonical (channels-last) batch; returns a channels-last numpy output."""
+
+    @abstractmethod
+    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
+        """The spec's loss on a canonical batch and target, for the parity check."""

@@ -1,0 +1,160 @@
+"""JAX with optax: a pure function over a list of per-layer parameters, jitted ahead of time.
+
+`compile` lowers and compiles the train step (parameters and optimizer state donated, as in
+idiomatic JAX training) and the forward pass, so XLA's static memory plan is in the record.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from frameworks.adapter import Adapter, init_bound
+from models.record import AT_PHASE_END, PEAK_SINCE_PROCESS_START, STATIC_PLAN, counter
+from models.scenario import OPTIMIZER_SETTINGS
+from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
+
+if TYPE_CHECKING:
+    import jax
+    import numpy as np
+    import optax
+
+Params = list[dict[str, "jax.Array"]]
+
+
+class JaxAdapter(Adapter):
+    name = "jax"
+
+    def environment(self) -> dict[str, str]:
+        return {"JAX_PLATFORMS": self.scenario.device}
+
+    def import_framework(self) -> dict[str, str]:
+        global jax, optax
+        import jax
+        import optax
+
+        return {"jax": jax.__version__, "jaxlib": metadata.version("jaxlib"), "optax": optax.__version__}
+
+    def init_device(self) -> str:
+        self.device = jax.devices()[0]  # starts the backend: on a GPU, the context and any preallocation
+        jax.device_put(0.0, self.device).block_until_ready()
+        return f"{self.device.platform}: {self.device.device_kind}"
+
+    def apply(self, params: Params, inputs: jax.Array) -> jax.Array:
+        x = inputs
+        for layer, weights in zip(self.spec.layers, params, strict=True):
+            if isinstance(layer, Conv2D):
+                x = jax.lax.conv_general_dilated(x, weights["kernel"], (layer.stride,) * 2, layer.padding.upper(),
+                                                 dimension_numbers=("NHWC", "HWIO", "NHWC"))
+            elif isinstance(layer, Dense):
+                x = x @ weights["kernel"]
+            elif isinstance(layer, MaxPool2D):
+                window = (1, layer.pool, layer.pool, 1)
+                x = jax.lax.reduce_window(x, -jax.numpy.inf, jax.lax.max, window, (1, layer.step, layer.step, 1),
+                                          "VALID")
+            elif isinstance(layer, Flatten):
+                x = x.reshape(x.shape[0], -1)
+            elif isinstance(layer, ReLU):
+                x = jax.nn.relu(x)
+            if "bias" in weights:
+                x = x + weights["bias"]
+        return x
+
+    def loss_of(self, params: Params, inputs: jax.Array, targets: jax.Array) -> jax.Array:
+        out = self.apply(params, inputs)
+        if self.spec.loss == "mse":
+            return jax.numpy.mean((out - targets) ** 2)
+        return optax.softmax_cross_entropy_with_integer_labels(out, targets).mean()
+
+    def build(self) -> None:
+        keys = iter(jax.random.split(jax.random.key(0), len(self.spec.layers) + 2))
+        self.params = []
+        for step in self.spec.walk():
+            key, weights = next(keys), {}
+            if "kernel" in step.params:
+                bound = init_bound(step)
+                weights["kernel"] = jax.random.uniform(key, step.params["kernel"], minval=-bound, maxval=bound)
+            if "bias" in step.params:
+                weights["bias"] = jax.numpy.zeros(step.params["bias"])
+            self.params.append(weights)
+        self.inputs = jax.random.normal(next(keys), self.input_shape)
+        if self.spec.loss == "cross_entropy":
+            self.targets = jax.random.randint(next(keys), self.target_shape, 0, self.classes)
+        else:
+            self.targets = jax.random.normal(next(keys), self.target_shape)
+        self.synchronize()
+
+    def param_count(self) -> int:
+        return sum(leaf.size for leaf in jax.tree.leaves(self.params))
+
+    def _optimizer(self) -> optax.GradientTransformation:
+        settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
+        if self.scenario.optimizer == "sgd":
+            return optax.sgd(settings["learning_rate"], momentum=settings["momentum"] or None)
+        return optax.adam(settings["learning_rate"], settings["beta_1"], settings["beta_2"], settings["epsilon"])
+
+    def compile(self) -> dict[str, object]:
+        forward = jax.jit(self.apply).lower(self.params, self.inputs).compile()
+        self.forward_compiled, plans = forward, {"forward": _plan(forward)}
+        if self.scenario.kind == "train":
+            optimizer = self._optimizer()
+            self.opt_state = optimizer.init(self.params)
+
+            def step(params: Params, opt_state: object, inputs: jax.Array, targets: jax.Array) -> tuple:
+                loss, grads = jax.value_and_grad(self.loss_of)(params, inputs, targets)
+                updates, opt_state = optimizer.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), opt_state, loss
+
+            self.step = jax.jit(step, donate_argnums=(0, 1)).lower(
+                self.params, self.opt_state, self.inputs, self.targets).compile()
+            plans["train_step"] = _plan(self.step)
+            jax.block_until_ready(self.opt_state)
+        return {"what": "optimizer state created; train step and forward lowered and compiled ahead of time",
+                "memory_analysis": plans}
+
+    def train_step(self) -> float:
+        self.params, self.opt_state, loss = self.step(self.params, self.opt_state, self.inputs, self.targets)
+        return float(loss)
+
+    def infer(self) -> None:
+        self.forward_compiled(self.params, self.inputs).block_until_ready()
+
+    def synchronize(self) -> None:
+        if getattr(self, "params", None) is not None:
+            jax.block_until_ready(self.params)
+
+    def counters(self) -> dict[str, dict]:
+        if not hasattr(self, "device"):
+            return {}
+        live = sum(array.nbytes for array in jax.live_arrays())
+        figures = {"live_arrays": counter(live, AT_PHASE_END)}
+        stats = self.device.memory_stats()  # None on the CPU
+        if stats:
+            figures |= {
+                "peak_bytes_in_use": counter(stats["peak_bytes_in_use"], PEAK_SINCE_PROCESS_START),
+                "bytes_in_use": counter(stats["bytes_in_use"], AT_PHASE_END),
+                "bytes_limit": counter(stats.get("bytes_limit", 0), AT_PHASE_END),
+            }
+        return figures
+
+    def is_oom(self, error: BaseException) -> bool:
+        return super().is_oom(error) or "RESOURCE_EXHAUSTED" in str(error) or "Out of memory" in str(error)
+
+    def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
+        self.params = [{name: jax.numpy.asarray(value) for name, value in layer.items()} for layer in weights]
+
+    def forward(self, batch: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        return np.asarray(self.apply(self.params, jax.numpy.asarray(batch)))
+
+    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
+        return float(self.loss_of(self.params, jax.numpy.asarray(batch), jax.numpy.asarray(target)))
+
+
+def _plan(compiled: jax.stages.Compiled) -> dict[str, dict]:
+    """XLA's buffer assignment for one executable: what it plans, not what it measured."""
+    analysis = compiled.memory_analysis()
+    names = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
+             "generated_code_size_in_bytes")
+    return {name.removesuffix("_size_in_bytes"): counter(getattr(analysis, name), STATIC_PLAN) for name in names}

@@ -1,0 +1,118 @@
+"""TensorFlow with Keras 3: a Sequential model, `compile`, `train_on_batch`, `predict_on_batch`.
+
+This is the path of story 3. Keras decides XLA itself (`jit_compile="auto"`, off on CPU-only
+machines); the record notes what it chose. Tracing happens at the first call, not in compile.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from frameworks.adapter import Adapter
+from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
+from models.scenario import OPTIMIZER_SETTINGS
+from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
+
+if TYPE_CHECKING:
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+
+class TensorflowAdapter(Adapter):
+    name = "tensorflow"
+
+    def environment(self) -> dict[str, str]:
+        env = {"TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
+        if self.scenario.device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # or TensorFlow maps most of any visible GPU at start
+        return env
+
+    def import_framework(self) -> dict[str, str]:
+        global tf, keras
+        import keras
+        import tensorflow as tf
+
+        return {"tensorflow": tf.__version__, "keras": keras.__version__}
+
+    def init_device(self) -> str:
+        kind = "GPU" if self.scenario.device == "cuda" else "CPU"
+        devices = tf.config.list_logical_devices(kind)  # starts the runtime (and the CUDA context)
+        if not devices:
+            raise RuntimeError(f"TensorFlow sees no {kind} device")
+        self.device_name = f"{kind}:0"
+        return devices[0].name
+
+    def _layer(self, layer: object) -> keras.layers.Layer:
+        init = {"kernel_initializer": keras.initializers.LecunUniform(seed=0), "bias_initializer": "zeros"}
+        if isinstance(layer, Conv2D):
+            return keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, layer.padding,
+                                       use_bias=layer.bias, **init)
+        if isinstance(layer, MaxPool2D):
+            return keras.layers.MaxPooling2D(layer.pool, layer.step, "valid")
+        if isinstance(layer, Dense):
+            return keras.layers.Dense(layer.units, use_bias=layer.bias, **init)
+        if isinstance(layer, Flatten):
+            return keras.layers.Flatten()
+        if isinstance(layer, ReLU):
+            return keras.layers.ReLU()
+        raise TypeError(f"no Keras layer for {layer!r}")
+
+    def build(self) -> None:
+        keras.utils.set_random_seed(0)
+        with tf.device(self.device_name):
+            self.model = keras.Sequential([keras.Input(self.spec.input_shape),
+                                           *(self._layer(layer) for layer in self.spec.layers)])
+            self.inputs = tf.random.stateless_normal(self.input_shape, seed=(0, 0))
+            if self.spec.loss == "cross_entropy":
+                self.targets = tf.random.stateless_uniform(self.target_shape, (0, 1), 0, self.classes, tf.int32)
+            else:
+                self.targets = tf.random.stateless_normal(self.target_shape, seed=(0, 1))
+        self.loss_fn = (keras.losses.MeanSquaredError() if self.spec.loss == "mse"
+                        else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def param_count(self) -> int:
+        return int(self.model.count_params())
+
+    def compile(self) -> dict[str, object]:
+        if self.scenario.kind == "infer":
+            return {"what": "nothing to compile: predict_on_batch traces at its first call"}
+        settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
+        optimizer = (keras.optimizers.SGD(**settings) if self.scenario.optimizer == "sgd"
+                     else keras.optimizers.Adam(**settings))
+        self.model.compile(optimizer=optimizer, loss=self.loss_fn)
+        return {"what": "model.compile: optimizer state and the traced step come at the first step",
+                "jit_compile": bool(self.model.jit_compile)}
+
+    def train_step(self) -> float:
+        with tf.device(self.device_name):
+            return float(self.model.train_on_batch(self.inputs, self.targets))
+
+    def infer(self) -> None:
+        with tf.device(self.device_name):
+            self.model.predict_on_batch(self.inputs)
+
+    def reset_peaks(self) -> None:
+        if hasattr(self, "device_name"):
+            tf.config.experimental.reset_memory_stats(self.device_name)
+
+    def counters(self) -> dict[str, dict]:
+        if not hasattr(self, "device_name"):
+            return {}
+        info = tf.config.experimental.get_memory_info(self.device_name)
+        return {"allocator_peak": counter(info["peak"], PEAK_SINCE_PHASE_START),
+                "allocator_current": counter(info["current"], AT_PHASE_END)}
+
+    def is_oom(self, error: BaseException) -> bool:
+        return super().is_oom(error) or type(error).__name__ == "ResourceExhaustedError"
+
+    def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
+        for step, layer in zip(self.spec.walk(), self.model.layers, strict=True):
+            if step.params:
+                layer.set_weights([weights[step.index][name] for name in step.params])
+
+    def forward(self, batch: np.ndarray) -> np.ndarray:
+        return self.model(batch, training=False).numpy()
+
+    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
+        return float(self.loss_fn(target, self.model(batch, training=False)))

@@ -1,0 +1,178 @@
+"""PyTorch: an eager nn.Sequential in channels-first layout.
+
+The canonical layout is channels-last, so TensorFlow-style 'same' padding that is not
+symmetric gets an explicit ZeroPad2d (an extra activation copy, as a torch user would write
+it), and the dense layer after a flatten has its rows permuted when canonical weights load.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from frameworks.adapter import Adapter, init_bound
+from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
+from models.scenario import OPTIMIZER_SETTINGS
+from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU, same_padding
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+
+def _channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (shape[0], shape[-1], *shape[1:-1]) if len(shape) == 4 else shape
+
+
+class TorchAdapter(Adapter):
+    name = "torch"
+
+    def import_framework(self) -> dict[str, str]:
+        global torch
+        import torch
+
+        return {"torch": torch.__version__, "cuda": str(torch.version.cuda)}
+
+    def init_device(self) -> str:
+        self.device = torch.device(self.scenario.device)
+        torch.empty(1, device=self.device)  # the first allocation starts the CUDA context
+        self.synchronize()
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_name(self.device)
+        return f"cpu ({torch.get_num_threads()} threads)"
+
+    def _layers(self) -> list[torch.nn.Module]:
+        nn, modules = torch.nn, []
+        for step in self.spec.walk():
+            layer = step.layer
+            if isinstance(layer, Conv2D):
+                padding = (0, 0)
+                if layer.padding == "same":
+                    (top, bottom), (left, right) = (same_padding(size, layer.kernel, layer.stride)
+                                                    for size in step.input_shape[:2])
+                    if (top, left) == (bottom, right):
+                        padding = (top, left)
+                    else:
+                        modules.append(nn.ZeroPad2d((left, right, top, bottom)))
+                modules.append(nn.Conv2d(step.input_shape[2], layer.filters, layer.kernel, layer.stride,
+                                         padding, bias=layer.bias, device=self.device))
+            elif isinstance(layer, MaxPool2D):
+                modules.append(nn.MaxPool2d(layer.pool, layer.step))
+            elif isinstance(layer, Dense):
+                modules.append(nn.Linear(step.input_shape[0], layer.units, bias=layer.bias, device=self.device))
+            elif isinstance(layer, Flatten):
+                modules.append(nn.Flatten())
+            elif isinstance(layer, ReLU):
+                modules.append(nn.ReLU())
+        return modules
+
+    def _weighted(self) -> list[tuple[object, torch.nn.Module]]:
+        """(spec step, module) for every layer that has weights, in order."""
+        steps = [step for step in self.spec.walk() if step.params]
+        modules = [m for m in self.model if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+        return list(zip(steps, modules, strict=True))
+
+    def build(self) -> None:
+        torch.manual_seed(0)
+        self.model = torch.nn.Sequential(*self._layers())
+        with torch.no_grad():
+            for step, module in self._weighted():
+                bound = init_bound(step)
+                module.weight.uniform_(-bound, bound)
+                if module.bias is not None:
+                    module.bias.zero_()
+        self.inputs = torch.randn(_channels_first(self.input_shape), device=self.device)
+        if self.spec.loss == "cross_entropy":
+            self.targets = torch.randint(self.classes, self.target_shape, device=self.device)
+        else:
+            self.targets = torch.randn(_channels_first(self.target_shape), device=self.device)
+        self.loss_fn = torch.nn.functional.mse_loss if self.spec.loss == "mse" else torch.nn.functional.cross_entropy
+
+    def param_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def compile(self) -> dict[str, object]:
+        if self.scenario.kind == "infer":
+            self.model.eval()
+            return {"mode": "eager", "what": "nothing to compile: eval mode set"}
+        settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
+        if self.scenario.optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=settings["learning_rate"],
+                                             momentum=settings["momentum"])
+        else:
+            self.optimizer = torch.optim.Adam(self.model.parameters(), lr=settings["learning_rate"],
+                                              betas=(settings["beta_1"], settings["beta_2"]),
+                                              eps=settings["epsilon"])
+        self.model.train()
+        return {"mode": "eager", "what": "optimizer created; gradients and its state are allocated at the first step"}
+
+    def train_step(self) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(self.inputs), self.targets)
+        loss.backward()
+        self.optimizer.step()
+        return loss.item()
+
+    def infer(self) -> None:
+        self.model.eval()
+        with torch.inference_mode():
+            self.model(self.inputs)
+
+    def synchronize(self) -> None:
+        if getattr(self, "device", None) is not None and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def reset_peaks(self) -> None:
+        if getattr(self, "device", None) is not None and self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def counters(self) -> dict[str, dict]:
+        if getattr(self, "device", None) is None or self.device.type != "cuda":
+            return {}  # torch offers no allocator statistics for the CPU
+        cuda = torch.cuda
+        return {
+            "allocated_peak": counter(cuda.max_memory_allocated(self.device), PEAK_SINCE_PHASE_START),
+            "reserved_peak": counter(cuda.max_memory_reserved(self.device), PEAK_SINCE_PHASE_START),
+            "allocated": counter(cuda.memory_allocated(self.device), AT_PHASE_END),
+            "reserved": counter(cuda.memory_reserved(self.device), AT_PHASE_END),
+        }
+
+    def is_oom(self, error: BaseException) -> bool:
+        return (super().is_oom(error) or type(error).__name__ == "OutOfMemoryError"
+                or "can't allocate memory" in str(error))
+
+    def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
+        flattened_from = None
+        weighted = iter(self._weighted())
+        for step in self.spec.walk():
+            if isinstance(step.layer, Flatten):
+                flattened_from = step.input_shape if len(step.input_shape) == 3 else None
+            if not step.params:
+                continue
+            _, module = next(weighted)
+            kernel = weights[step.index]["kernel"]
+            if isinstance(step.layer, Conv2D):
+                kernel = kernel.transpose(3, 2, 0, 1)  # HWIO -> OIHW
+            else:
+                if flattened_from is not None:  # canonical rows are (h, w, c); torch flattens (c, h, w)
+                    kernel = kernel.reshape(*flattened_from, -1).transpose(2, 0, 1, 3).reshape(kernel.shape)
+                    flattened_from = None
+                kernel = kernel.T
+            with torch.no_grad():
+                module.weight.copy_(torch.from_numpy(kernel.copy()))
+                if module.bias is not None:
+                    module.bias.copy_(torch.from_numpy(weights[step.index]["bias"]))
+
+    def _to_torch(self, array: np.ndarray) -> torch.Tensor:
+        tensor = torch.from_numpy(array).to(self.device)
+        return tensor.permute(0, 3, 1, 2) if tensor.dim() == 4 else tensor
+
+    def forward(self, batch: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            out = self.model.eval()(self._to_torch(batch))
+        return (out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy()
+
+    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
+        with torch.inference_mode():
+            targets = self._to_torch(target)
+            targets = targets.long() if self.spec.loss == "cross_entropy" else targets
+            return self.loss_fn(self.model.eval()(self._to_torch(batch)), targets).item()

@@ -1,0 +1,194 @@
+"""The child side: runs one job in the process it starts in, one framework per process.
+
+    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort]
+    python -m frameworks.worker params FRAMEWORK MODEL...
+    python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ
+
+The scenario record is rewritten (atomically) after every phase, so whatever kills this
+process, the orchestrator still has every phase that finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from frameworks.adapter import Adapter
+from frameworks.host_memory import HostMemory
+from models.catalogue import get_model
+from models.record import RUNNING, SCHEMA_VERSION, atomic_write_json
+from models.scenario import Scenario
+
+
+def load_adapter(scenario: Scenario) -> Adapter:
+    """The adapter module named after the framework; it imports its framework only when asked."""
+    module = importlib.import_module(f"frameworks.{scenario.framework}_adapter")
+    adapter_class = next(value for value in vars(module).values()
+                         if isinstance(value, type) and issubclass(value, Adapter) and value is not Adapter)
+    return adapter_class(scenario)
+
+
+def one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}"[:500]
+
+
+class PhaseRunner:
+    """Measures each phase: wall time, the host peak inside it, and the allocator's own figures."""
+
+    def __init__(self, adapter: Adapter, record: dict, out: str, fault: str | None) -> None:
+        self.adapter, self.record, self.out = adapter, record, out
+        self.fault_phase, _, self.fault_kind = (fault or "").partition(":")
+        self.host = HostMemory()
+        self.current: str | None = None
+
+    @contextmanager
+    def measured(self, name: str) -> Iterator[dict]:
+        self.current = self.record["current_phase"] = name
+        atomic_write_json(self.out, self.record)  # so a hang or a kill still names the phase
+        self.adapter.synchronize()
+        self.adapter.reset_peaks()
+        start_rss = self.host.rss()
+        self.host.reset_peak()
+        start = time.perf_counter()
+        notes: dict = {}
+        self._inject(name)
+        yield notes
+        self.adapter.synchronize()
+        seconds = time.perf_counter() - start
+        end_rss = self.host.rss()  # before the peak, so the peak (which includes the current RSS) bounds it
+        self.record["phases"].append({
+            "name": name,
+            "seconds": round(seconds, 6),
+            "host": {"peak_rss": self.host.peak(), "start_rss_bytes": start_rss, "end_rss_bytes": end_rss},
+            "allocator": self.adapter.counters(),
+            "notes": notes,
+        })
+        atomic_write_json(self.out, self.record)
+
+    def run(self, name: str, action: Callable[[], object]) -> object:
+        with self.measured(name) as notes:
+            result = action()
+            if isinstance(result, dict):
+                notes.update(result)
+        return result
+
+    def _inject(self, name: str) -> None:
+        """Fault injection for the suite's own failure tests: a real raise, hang or abort, on request."""
+        if name != self.fault_phase:
+            return
+        if self.fault_kind == "hang":
+            time.sleep(10**6)
+        if self.fault_kind == "abort":
+            os.abort()
+        raise RuntimeError(f"injected fault in phase {name}")
+
+
+def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
+    adapter = load_adapter(scenario)
+    env = adapter.environment()
+    os.environ.update(env)
+    record: dict = {
+        "schema_version": SCHEMA_VERSION,
+        "status": RUNNING,
+        "failure": None,
+        "scenario": scenario.to_dict(),
+        "model": {"name": scenario.model, "param_count": adapter.spec.param_count,
+                  "weight_bytes": adapter.spec.weight_bytes(), "output_shape": list(adapter.spec.output_shape)},
+        "framework": {"name": scenario.framework},
+        "worker": {"pid": os.getpid(), "python": platform.python_version(), "executable": sys.executable,
+                   "platform": platform.platform(), "env_set": env},
+        "phases": [],
+    }
+    runner = PhaseRunner(adapter, record, out, fault)
+    framework = record["framework"]
+    try:
+        framework["versions"] = runner.run("import", adapter.import_framework)
+        framework["device"] = runner.run("context", adapter.init_device)
+        runner.run("build", adapter.build)
+        framework["param_count"] = adapter.param_count()
+        runner.run("compile", adapter.compile)
+        if scenario.kind == "train":
+            for name in ("train_step_1", "train_step_2"):
+                with runner.measured(name) as notes:
+                    notes["loss"] = adapter.train_step()
+        runner.run("inference", adapter.infer)
+        record["status"] = "ok"
+        record["current_phase"] = None
+    except BaseException as error:  # a failure is a result: record it, then leave non-zero
+        record["status"] = "oom" if adapter.is_oom(error) else "error"
+        record["failure"] = {"phase": runner.current, "message": one_line(error)}
+    record["worker"]["host_peak_resettable"] = runner.host.resettable
+    atomic_write_json(out, record)
+    return 0 if record["status"] == "ok" else 1
+
+
+def count_params(framework: str, models: list[str]) -> dict[str, int]:
+    """Builds each model in turn and returns the framework's own parameter count."""
+    counts = {}
+    for name in models:
+        adapter = load_adapter(Scenario.create(framework, name, batch=1))
+        os.environ.update(adapter.environment())
+        adapter.import_framework()
+        adapter.init_device()
+        adapter.build()
+        counts[name] = adapter.param_count()
+    return counts
+
+
+def forward(scenario: Scenario, arrays_path: str, out_path: str) -> None:
+    """Parity: loads canonical weights and a batch, writes the output and the loss."""
+    import numpy as np
+
+    arrays = np.load(arrays_path)
+    weights: list[dict[str, np.ndarray]] = [{} for _ in scenario.spec.layers]
+    for key in arrays.files:
+        if key.startswith("layer"):
+            index, name = key.removeprefix("layer").split("_")
+            weights[int(index)][name] = arrays[key]
+    adapter = load_adapter(scenario)
+    os.environ.update(adapter.environment())
+    adapter.import_framework()
+    adapter.init_device()
+    adapter.build()
+    adapter.set_weights(weights)
+    np.savez(out_path, output=adapter.forward(arrays["inputs"]),
+             loss=np.float64(adapter.loss(arrays["inputs"], arrays["targets"])))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="frameworks.worker")
+    jobs = parser.add_subparsers(dest="job", required=True)
+    job = jobs.add_parser("scenario")
+    job.add_argument("scenario_json")
+    job.add_argument("out")
+    job.add_argument("--fault")
+    job = jobs.add_parser("params")
+    job.add_argument("framework")
+    job.add_argument("models", nargs="+")
+    job = jobs.add_parser("forward")
+    job.add_argument("scenario_json")
+    job.add_argument("arrays")
+    job.add_argument("out")
+    args = parser.parse_args(argv)
+    if args.job == "params":
+        for name in args.models:
+            get_model(name)  # fail on a bad name before any framework loads
+        print(json.dumps(count_params(args.framework, args.models)))
+        return 0
+    scenario = Scenario.from_dict(json.loads(args.scenario_json))
+    if args.job == "forward":
+        forward(scenario, args.arrays, args.out)
+        return 0
+    return run_scenario(scenario, args.out, args.fault)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

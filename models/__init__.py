@@ -1,0 +1,1 @@
+"""WHAT is measured: framework-neutral model specs, scenarios and the record format."""

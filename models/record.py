@@ -1,0 +1,42 @@
+"""The record one scenario produces, shared by the worker that writes it and the suite that reads it."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "oom", "timeout", "crashed", "error")
+RUNNING = "running"
+
+
+def atomic_write_json(path: str | Path, data: object) -> None:
+    """Write-then-rename, so a reader (or a crash) never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=1, sort_keys=False)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def phase(record: dict, name: str) -> dict | None:
+    """The named phase of a record, or None when the scenario never reached it."""
+    return next((p for p in record.get("phases", []) if p["name"] == name), None)
+
+# What a memory figure means, recorded beside every value.
+PEAK_SINCE_PHASE_START = "reset"  # the counter was reset when the phase began: a true in-phase peak
+PEAK_SINCE_PROCESS_START = "cumulative"  # cannot be reset: the highest value so far in the process
+STATIC_PLAN = "static plan"  # what a compiler plans to allocate, not a reading
+AT_PHASE_END = "end of phase"  # a reading taken once, when the phase ended
+
+
+def counter(value: int, semantics: str) -> dict:
+    return {"bytes": int(value), "semantics": semantics}

@@ -1,0 +1,83 @@
+"""What one measurement is: a model, a framework and the settings every framework must share.
+
+The scenario travels from the orchestrator to the worker as JSON, so it is plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from models.catalogue import get_model
+from models.spec import ModelSpec, SpecError, load_spec_file
+
+SCENARIO_KINDS = ("train", "infer")
+OPTIMIZERS = ("sgd", "adam")
+DTYPES = {"float32": 4}
+DEVICES = ("auto", "cpu", "cuda")
+PHASES = {
+    "train": ("import", "context", "build", "compile", "train_step_1", "train_step_2", "inference"),
+    "infer": ("import", "context", "build", "compile", "inference"),
+}
+# One set of hyperparameters for every framework; the defaults differ (Keras's Adam epsilon is 1e-7).
+OPTIMIZER_SETTINGS = {
+    "sgd": {"learning_rate": 0.01, "momentum": 0.0},
+    "adam": {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8},
+}
+# Weights start as U(-sqrt(3/fan_in), +sqrt(3/fan_in)) (LeCun uniform), biases at zero, everywhere.
+INIT_RULE = "lecun_uniform weights, zero biases"
+DATA_RULE = "inputs N(0,1); mse targets N(0,1); cross_entropy labels uniform over classes"
+
+
+def _choose(value: str, choices: tuple[str, ...] | dict, what: str) -> str:
+    if value not in choices:
+        raise SpecError(f"unknown {what} {value!r}; valid: {', '.join(choices)}")
+    return value
+
+
+@dataclass(frozen=True)
+class Scenario:
+    framework: str
+    model: str
+    kind: str = "train"
+    batch: int = 0  # 0: the model's default batch
+    optimizer: str = "adam"
+    dtype: str = "float32"
+    device: str = "cpu"
+    model_file: str | None = None
+    spec_json: dict | None = None  # the spec itself, so a worker never depends on the caller's files
+
+    def __post_init__(self) -> None:
+        _choose(self.kind, SCENARIO_KINDS, "scenario")
+        _choose(self.optimizer, OPTIMIZERS, "optimizer")
+        _choose(self.dtype, DTYPES, "dtype")
+        _choose(self.device, DEVICES, "device")
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 0:
+            raise SpecError(f"batch must be a positive integer, got {self.batch!r}")
+
+    @classmethod
+    def create(cls, framework: str, model: str | None = None, model_file: str | None = None,
+               **settings: object) -> Scenario:
+        """Resolves the model (catalogue name or spec file) and fixes the batch, once, in the caller."""
+        spec = load_spec_file(model_file) if model_file else get_model(model or "")
+        batch = settings.pop("batch", 0) or spec.default_batch
+        return cls(framework=framework, model=spec.name, model_file=model_file,
+                   spec_json=spec.to_dict(), batch=batch, **settings)  # type: ignore[arg-type]
+
+    @property
+    def spec(self) -> ModelSpec:
+        return ModelSpec.from_dict(self.spec_json)
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        return PHASES[self.kind]
+
+    @property
+    def label(self) -> str:
+        return f"{self.framework} {self.model} {self.kind} b{self.batch} {self.optimizer} {self.device}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Scenario:
+        return cls(**data)

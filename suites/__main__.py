@@ -1,0 +1,112 @@
+"""Command line: `python -m suites run|models|bench|report ...`.
+
+Bad input is one line on stderr naming the valid choices, exit status 2, and nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+from models.catalogue import listed_models
+from models.record import atomic_write_json
+from models.scenario import DEVICES, OPTIMIZERS, SCENARIO_KINDS, Scenario
+from models.spec import SpecError
+from suites.registry import SetupError, frameworks
+
+USAGE_ERROR = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but an error is one line (its own message already lists the valid choices)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from suites.orchestrator import run_scenario
+
+    scenario = Scenario.create(args.framework, args.model, args.model_file, kind=args.scenario,
+                               batch=args.batch, optimizer=args.optimizer, device=args.device)
+    record = run_scenario(scenario, timeout=args.timeout)
+    if args.out:
+        atomic_write_json(args.out, record)
+    else:
+        print(json.dumps(record, indent=1))
+    if record["status"] != "ok":
+        print(f"{scenario.label}: {record['status']} in phase {record['failure']['phase']}: "
+              f"{record['failure']['message']}", file=sys.stderr)
+    return 0 if record["status"] == "ok" else 1
+
+
+def _models(args: argparse.Namespace) -> int:
+    print(f"{'model':<12} {'parameters':>13} {'fp32 weights':>14}  input -> output  loss")
+    for spec in listed_models():
+        shapes = f"{'x'.join(map(str, spec.input_shape))} -> {'x'.join(map(str, spec.output_shape))}"
+        print(f"{spec.name:<12} {spec.param_count:>13,} {spec.weight_bytes() / 1e6:>11.1f} MB  {shapes}  {spec.loss}")
+    print("plain-N: the plain family for any depth N (plain-8 shown)")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from suites.bench import run_suite
+
+    return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from suites.report import render
+
+    for path in render(Path(args.run_file)):
+        print(f"wrote {path}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = OneLineParser(prog="python -m suites", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    run = commands.add_parser("run", help="one scenario in a fresh worker; prints or writes its record")
+    run.add_argument("--framework", required=True, choices=frameworks())
+    model = run.add_mutually_exclusive_group(required=True)
+    model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
+    model.add_argument("--model-file", help="a JSON spec file")
+    run.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
+    run.add_argument("--batch", type=int, default=0, help="default: the model's own")
+    run.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
+    run.add_argument("--device", default="auto", choices=DEVICES)
+    run.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is killed")
+    run.add_argument("--out", help="write the record here instead of printing it")
+    run.set_defaults(action=_run)
+
+    commands.add_parser("models", help="the catalogue with parameter counts").set_defaults(action=_models)
+
+    bench = commands.add_parser("bench", help="run a suite, write results/<suite>-<device>.json, plot and report")
+    bench.add_argument("--suite", default="default")
+    bench.add_argument("--device", default="auto", choices=DEVICES)
+    bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
+    bench.add_argument("--models", default="", help="comma-separated; default: the suite's")
+    bench.add_argument("--timeout", type=float, default=600.0)
+    bench.set_defaults(action=_bench)
+
+    report = commands.add_parser("report", help="render the plot and Markdown report of a run file")
+    report.add_argument("run_file")
+    report.set_defaults(action=_report)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.action(args)
+    except (SpecError, SetupError) as error:
+        print(f"python -m suites: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""`python -m suites bench`: checks the selection, runs the suite under pytest, renders the report."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from suites import device
+from suites.matrix import scenarios, suite_settings
+from suites.registry import ROOT, interpreter
+from suites.report import render
+from suites.runfile import run_path
+
+
+def run_suite(suite: str, requested_device: str, frameworks: str, models: str, timeout: float) -> int:
+    os.environ.update({"FOOTPRINT_FRAMEWORKS": frameworks, "FOOTPRINT_MODELS": models,
+                       "FOOTPRINT_DEVICE": device.resolve(requested_device), "FOOTPRINT_TIMEOUT": str(timeout)})
+    _, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
+    for framework in chosen:
+        interpreter(framework)
+    print(f"footprint: suite {suite}, {len(scenarios(suite))} scenarios on {device.describe(resolved)}", flush=True)
+    code = pytest.main([str(ROOT / "suites" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
+                        "--benchmark-columns=max", "--benchmark-sort=name", "-W", "ignore::DeprecationWarning"])
+    path = run_path(suite, resolved)
+    if path.exists():
+        for written in (path, *render(path)):
+            print(f"footprint: wrote {written.relative_to(ROOT)}")
+    return int(code)

@@ -1,0 +1,35 @@
+"""pytest plumbing for the suites: the device banner, one line per scenario, the run files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from suites import device
+from suites.runfile import RunFile
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"footprint device: {device.describe(device.resolve(os.environ.get('FOOTPRINT_DEVICE', 'auto')))}"
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple | None:
+    """Shows each scenario's status and peak in place of PASSED."""
+    line = dict(report.user_properties).get("footprint")
+    if report.when == "call" and line:
+        return report.outcome, "." if report.passed else "F", (line, {"green": report.passed, "red": report.failed})
+    return None
+
+
+@pytest.fixture(scope="session")
+def run_files() -> Iterator[Callable[[str, str], RunFile]]:
+    files: dict[tuple[str, str], RunFile] = {}
+
+    def run_file(suite: str, resolved_device: str) -> RunFile:
+        return files.setdefault((suite, resolved_device), RunFile(suite, resolved_device))
+
+    yield run_file
+    for run in files.values():
+        run.finish()

@@ -1,0 +1,47 @@
+"""Turns a suite's scenarios into pytest-benchmark tests: one fresh worker per test.
+
+Each test records its scenario in the suite's run file whatever the outcome; it fails only
+when the worker ended in `error` or `crashed`, which needs a look. `oom` and `timeout` are results.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+
+from models.scenario import Scenario
+from suites.figures import headline
+from suites.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
+
+NEEDS_A_LOOK = ("error", "crashed")
+
+
+def summary(record: dict) -> str:
+    """One progress line: status, the highest phase peak and the wall time."""
+    status = record["status"]
+    text = status.upper() if status != "ok" else "ok"
+    if record["failure"]:
+        text += f" in {record['failure']['phase']}"
+    peaks = [(headline(phase, record["scenario"]["device"])[0], phase["name"]) for phase in record["phases"]]
+    if peaks:
+        peak, name = max(peaks)
+        text += f"  peak {peak / 2**30:.2f} GiB ({name})"
+    return f"{text}  {record['run']['wall_seconds']:.1f} s"
+
+
+def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
+    @pytest.mark.parametrize("scenario", scenarios, ids=[f"{s.framework}-{s.model}-{s.kind}" for s in scenarios])
+    def test_scenario(benchmark, scenario: Scenario, record_property, run_files) -> None:  # noqa: ANN001
+        benchmark.group = f"{scenario.model} {scenario.kind} ({scenario.device})"
+        timeout = float(os.environ.get("FOOTPRINT_TIMEOUT", DEFAULT_TIMEOUT_S))
+        record = benchmark.pedantic(run_scenario, args=(scenario,), kwargs={"timeout": timeout},
+                                    rounds=1, iterations=1)
+        run_files(suite, scenario.device).add(record)
+        benchmark.extra_info["record"] = record
+        record_property("footprint", summary(record))
+        if record["status"] in NEEDS_A_LOOK:
+            pytest.fail(f"{scenario.label}: {record['status']}: {record['failure']}", pytrace=False)
+
+    return test_scenario

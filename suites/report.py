@@ -1,0 +1,60 @@
+"""The Markdown report and plots of a run file: what a person reads after `make bench`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from models.record import phase
+from models.scenario import PHASES
+from suites import plots, runfile
+from suites.figures import headline
+
+
+def _mib(value: int) -> str:
+    return f"{value / 2**20:,.0f}"
+
+
+def markdown(run: dict) -> str:
+    lines = [
+        f"# footprint: suite `{run['suite']}`",
+        "",
+        f"- device: {run['device_description']}",
+        f"- commit: `{run['git_commit']}`, started {run['started_at']}, complete: {run['complete']}",
+        f"- machine: {run['machine']['cpus']} CPUs, {run['machine']['memory_bytes'] / 2**30:.0f} GiB, "
+        f"{run['machine']['platform']}",
+        "",
+        "Figures are the peak inside each phase, in MiB "
+        + ("(host RSS of the worker process)." if run["device"] == "cpu" else "(allocator peak).")
+        + " Seconds in brackets.",
+    ]
+    by_panel: dict[tuple[str, str], list[dict]] = {}
+    for record in run["records"]:
+        by_panel.setdefault((record["scenario"]["model"], record["scenario"]["kind"]), []).append(record)
+    for (model, kind), records in sorted(by_panel.items()):
+        records.sort(key=lambda r: r["scenario"]["framework"])
+        spec = records[0]["model"]
+        lines += ["", f"## {model}, {kind} (batch {records[0]['scenario']['batch']}, "
+                  f"{records[0]['scenario']['optimizer'] if kind == 'train' else 'no optimizer'}; "
+                  f"{spec['param_count']:,} parameters, {spec['weight_bytes'] / 2**20:,.0f} MiB of weights)", ""]
+        lines.append("| phase | " + " | ".join(r["scenario"]["framework"] for r in records) + " |")
+        lines.append("|---" * (len(records) + 1) + "|")
+        for name in PHASES[kind]:
+            cells = []
+            for record in records:
+                measured = phase(record, name)
+                cells.append(f"{_mib(headline(measured, run['device'])[0])} ({measured['seconds']:.2f} s)"
+                             if measured else "-")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("| status | " + " | ".join(
+            r["status"] + (f" in {r['failure']['phase']}" if r["failure"] else "") for r in records) + " |")
+        lines.append("| framework's parameter count | " + " | ".join(
+            f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
+            for r in records) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def render(path: Path) -> list[Path]:
+    run = runfile.load(path)
+    report = path.with_suffix(".md")
+    report.write_text(markdown(run))
+    return [plots.phase_peaks(run, path.with_suffix(".png")), report]

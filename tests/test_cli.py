@@ -1,0 +1,73 @@
+"""The command line: bad input is one line naming the valid choices, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from models.catalogue import listed_models
+from models.scenario import PHASES
+from tests.conftest import run_cli
+
+VALID = ["--framework", "torch", "--model", "keras-small", "--scenario", "infer", "--device", "cpu"]
+
+
+def _with(option: str, value: str) -> list[str]:
+    args = list(VALID)
+    args[args.index(option) + 1] = value
+    return args
+
+
+@pytest.mark.parametrize("args, names", [
+    (_with("--framework", "mxnet"), ["jax", "tensorflow", "torch"]),
+    (_with("--model", "resnet"), ["keras200m", "heatmap68", "plain-N"]),
+    (_with("--scenario", "serve"), ["train", "infer"]),
+    (_with("--device", "tpu"), ["auto", "cpu", "cuda"]),
+    ([*VALID, "--optimizer", "lbfgs"], ["sgd", "adam"]),
+])
+def test_unknown_choice_is_one_line_exit_2_nothing_written(args: list[str], names: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "record.json"
+    done = run_cli("run", *args, "--out", str(out))
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert all(name in done.stderr for name in names), done.stderr
+    assert not out.exists() and done.stdout == ""
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": [{"type": "lstm"}]}),
+     "unknown layer type 'lstm'; valid: conv2d"),
+    (json.dumps([1, 2]), "must be a JSON object"),
+])
+def test_malformed_spec_file_is_one_line_exit_2(content: str, message: str, tmp_path: Path) -> None:
+    spec, out = tmp_path / "spec.json", tmp_path / "record.json"
+    spec.write_text(content)
+    done = run_cli("run", "--framework", "jax", "--model-file", str(spec), "--out", str(out))
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr, done.stderr
+    assert not out.exists()
+
+
+def test_run_writes_a_complete_record_from_a_spec_file(spec_file, tmp_path: Path) -> None:  # noqa: ANN001
+    spec = {"name": "mine", "input_shape": [8, 8, 2], "loss": "cross_entropy", "default_batch": 4,
+            "layers": [{"type": "conv2d", "filters": 3}, {"type": "relu"}, {"type": "flatten"},
+                       {"type": "dense", "units": 5}]}
+    out = tmp_path / "record.json"
+    done = run_cli("run", "--framework", "jax", "--model-file", str(spec_file(spec)), "--device", "cpu",
+                   "--optimizer", "sgd", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    assert record["status"] == "ok" and record["schema_version"] == 1
+    assert record["scenario"]["batch"] == 4 and record["scenario"]["model_file"]
+    assert [p["name"] for p in record["phases"]] == list(PHASES["train"])
+    assert record["framework"]["param_count"] == record["model"]["param_count"] == (9 * 2 * 3 + 3) + (192 * 5 + 5)
+
+
+def test_models_lists_the_catalogue_with_counts() -> None:
+    done = run_cli("models")
+    assert done.returncode == 0
+    for spec in listed_models():
+        assert f"{spec.param_count:,}" in done.stdout and spec.name in done.stdout

@@ -1,0 +1,54 @@
+"""The orchestrator never imports a framework; models/ is pure data; the worker never plots."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+
+import pytest
+
+from models.scenario import Scenario
+from suites.orchestrator import run_scenario
+from suites.registry import ROOT
+
+FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "jax", "jaxlib", "optax", "flax"}
+
+
+def _imports(package: str) -> dict[str, set[str]]:
+    found = {}
+    for path in (ROOT / package).glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+        found[path.name] = names
+    return found
+
+
+@pytest.mark.parametrize("package", ["suites", "models"])
+def test_no_framework_is_imported_by(package: str) -> None:
+    for module, names in _imports(package).items():
+        assert not names & FRAMEWORK_MODULES, f"{package}/{module} imports {names & FRAMEWORK_MODULES}"
+        assert "frameworks" not in names, f"{package}/{module} imports the worker side"
+
+
+def test_models_depend_on_the_standard_library_only() -> None:
+    allowed = set(sys.stdlib_module_names) | {"models", "__future__"}
+    for module, names in _imports("models").items():
+        assert names <= allowed, f"models/{module} imports {names - allowed}"
+
+
+def test_the_worker_side_never_plots() -> None:
+    for module, names in _imports("frameworks").items():
+        assert "matplotlib" not in names, module
+
+
+def test_orchestrator_process_has_no_framework_after_runs() -> None:
+    for framework in ("torch", "tensorflow", "jax"):
+        record = run_scenario(Scenario.create(framework, "keras-small", kind="infer", device="cpu"))
+        assert record["status"] == "ok", record["failure"]
+        assert record["worker"]["pid"] != os.getpid()
+    assert not FRAMEWORK_MODULES & set(sys.modules)

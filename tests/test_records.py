@@ -1,0 +1,78 @@
+"""Records hold real per-phase peaks from real frameworks on the CPU, with their semantics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from frameworks.host_memory import HostMemory
+from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN, phase
+from models.scenario import PHASES, Scenario
+from suites.orchestrator import run_scenario
+from tests.conftest import FRAMEWORKS
+
+# 5000 x 5000 dense: 100 MB of fp32 weights, enough to stand out of the interpreter's own noise.
+WIDE = {"name": "wide", "input_shape": [5000], "loss": "mse",
+        "layers": [{"type": "dense", "units": 5000}, {"type": "relu"}, {"type": "dense", "units": 1}]}
+WIDE_WEIGHT_BYTES = (5000 * 5000 + 5000 + 5000 + 1) * 4
+
+
+def test_host_peak_sees_a_transient_inside_the_phase() -> None:
+    memory = HostMemory()
+    assert memory.resettable, "this Linux should allow resetting VmHWM through /proc/self/clear_refs"
+    start = memory.rss()
+    memory.reset_peak()
+    transient = bytearray(300 * 2**20)  # zero-filled: every page touched
+    del transient
+    peak, end = memory.peak(), memory.rss()
+    assert peak["semantics"] == PEAK_SINCE_PHASE_START
+    assert peak["bytes"] >= start + 290 * 2**20
+    assert end < peak["bytes"] - 200 * 2**20  # a reading at the end would have missed it
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_train_record_is_complete(framework: str) -> None:
+    record = run_scenario(Scenario.create(framework, "keras-small", device="cpu", optimizer="sgd"))
+    assert record["status"] == "ok", record["failure"]
+    assert [p["name"] for p in record["phases"]] == list(PHASES["train"])
+    assert record["framework"]["param_count"] == record["model"]["param_count"] == 313_617
+    assert record["framework"]["versions"] and record["worker"]["env_set"] is not None
+    assert record["run"]["git_commit"] and record["worker"]["host_peak_resettable"]
+    for measured in record["phases"]:
+        host = measured["host"]
+        assert measured["seconds"] > 0
+        assert host["peak_rss"]["bytes"] >= host["end_rss_bytes"]
+        # other threads may free a page between the start reading and the reset
+        assert host["peak_rss"]["bytes"] >= host["start_rss_bytes"] - 2**20
+        for figure in measured["allocator"].values():
+            assert figure["semantics"] and figure["bytes"] >= 0
+    losses = [phase(record, name)["notes"]["loss"] for name in ("train_step_1", "train_step_2")]
+    assert all(math.isfinite(loss) for loss in losses)
+    assert phase(record, "import")["host"]["peak_rss"]["bytes"] > 50 * 2**20  # a framework really loaded
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_build_phase_holds_the_weights(framework: str, spec_file) -> None:  # noqa: ANN001
+    record = run_scenario(Scenario.create(framework, model_file=str(spec_file(WIDE)), kind="infer", device="cpu"))
+    assert record["status"] == "ok", record["failure"]
+    build = phase(record, "build")
+    rise = build["host"]["peak_rss"]["bytes"] - build["host"]["start_rss_bytes"]
+    assert rise >= 0.95 * WIDE_WEIGHT_BYTES
+    assert build["host"]["end_rss_bytes"] - build["host"]["start_rss_bytes"] >= 0.95 * WIDE_WEIGHT_BYTES
+
+
+def test_tensorflow_cpu_allocator_peak_is_reset_per_phase() -> None:
+    record = run_scenario(Scenario.create("tensorflow", "keras-small", device="cpu"))
+    peaks = {p["name"]: p["allocator"]["allocator_peak"] for p in record["phases"] if p["allocator"]}
+    assert all(figure["semantics"] == PEAK_SINCE_PHASE_START for figure in peaks.values())
+    assert peaks["train_step_1"]["bytes"] > peaks["compile"]["bytes"] > 0
+
+
+def test_jax_records_xla_static_plan() -> None:
+    record = run_scenario(Scenario.create("jax", "keras-small", device="cpu"))
+    plans = phase(record, "compile")["notes"]["memory_analysis"]
+    assert set(plans) == {"forward", "train_step"}
+    assert plans["train_step"]["argument"]["semantics"] == STATIC_PLAN
+    # the train step takes weights, optimizer state and the batch as arguments
+    assert plans["train_step"]["argument"]["bytes"] >= 3 * record["model"]["weight_bytes"]

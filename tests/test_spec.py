@@ -1,0 +1,82 @@
+"""The spec alone gives parameter counts, weight bytes and shapes; bad specs fail in one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from models.catalogue import get_model, listed_models
+from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, SpecError, same_padding
+
+
+def test_keras200m_is_story_3s_net() -> None:
+    spec = get_model("keras200m")
+    assert spec.param_count == 206_538_153
+    assert spec.weight_bytes() == 826_152_612
+    assert sum(isinstance(layer, Conv2D) and layer.filters == 1024 for layer in spec.layers) == 22
+    assert spec.output_shape == (1,)
+
+
+def test_vgg16_has_the_standard_count() -> None:
+    spec = get_model("vgg16")
+    assert spec.param_count == 138_357_544
+    assert [s.output_shape for s in spec.walk() if isinstance(s.layer, Flatten)] == [(25088,)]
+
+
+def test_keras_small_count_by_hand() -> None:
+    # conv 1->100, 100->256, 256->32 (3x3, bias), pool to 8x8x32 = 2048, dense 4, dense 1
+    by_hand = (9 * 1 * 100 + 100) + (9 * 100 * 256 + 256) + (9 * 256 * 32 + 32) + (2048 * 4 + 4) + (4 + 1)
+    assert get_model("keras-small").param_count == by_hand == 313_617
+
+
+def test_heatmap68_is_tiny_weights_big_maps() -> None:
+    spec = get_model("heatmap68")
+    assert spec.input_shape == (256, 256, 3)
+    assert spec.output_shape == (64, 64, 68)
+    assert 1_000_000 <= spec.weight_bytes() <= 2_000_000
+    largest_map = max(s.output_shape[0] * s.output_shape[1] * s.output_shape[2] for s in spec.walk()) * 4
+    assert largest_map > spec.weight_bytes()
+
+
+def test_plain_family_grows_by_one_conv_per_depth() -> None:
+    per_conv = 9 * 64 * 64 + 64
+    assert get_model("plain-16").param_count - get_model("plain-8").param_count == 8 * per_conv
+    assert get_model("plain-3").name == "plain-3"
+    for bad in ("plain-0", "plain-x", "plain"):
+        with pytest.raises(SpecError, match="valid: keras200m"):
+            get_model(bad)
+
+
+def test_same_padding_puts_the_odd_pixel_after() -> None:
+    assert same_padding(256, 3, 2) == (0, 1)
+    assert same_padding(16, 3, 1) == (1, 1)
+    assert same_padding(9, 3, 2) == (1, 1)
+
+
+@pytest.mark.parametrize("spec", listed_models(), ids=lambda s: s.name)
+def test_json_round_trip(spec: ModelSpec) -> None:
+    assert ModelSpec.from_dict(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": [{"type": "conv3d"}]}, "unknown layer type"),
+    ({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": [{"type": "dense", "units": 2}]},
+     "add a flatten layer"),
+    ({"name": "x", "input_shape": [4, 4, 1], "loss": "hinge", "layers": [{"type": "flatten"}]}, "loss must be"),
+    ({"name": "x", "input_shape": [4, 4, 1], "loss": "cross_entropy", "layers": [{"type": "relu"}]},
+     "flat output"),
+    ({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": [{"type": "conv2d", "filters": 0}]},
+     "positive integer"),
+    ({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": [{"type": "flatten", "size": 3}]},
+     "unknown flatten key"),
+    ({"input_shape": [4], "loss": "mse", "layers": []}, "missing name"),
+])
+def test_bad_specs_fail_in_one_line(data: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as caught:
+        ModelSpec.from_dict(data)
+    assert "\n" not in str(caught.value)
+
+
+def test_shapes_follow_the_layers() -> None:
+    spec = ModelSpec("t", (12, 12, 3), (Conv2D(4, stride=2), MaxPool2D(3, stride=1), Flatten(), Dense(5)), "mse")
+    assert [s.output_shape for s in spec.walk()] == [(6, 6, 4), (4, 4, 4), (64,), (5,)]
+    assert spec.walk()[0].params == {"kernel": (3, 3, 3, 4), "bias": (4,)}
