@@ -36,7 +36,11 @@ class JaxAdapter(Adapter):
         return {"jax": jax.__version__, "jaxlib": metadata.version("jaxlib"), "optax": optax.__version__}
 
     def init_device(self) -> str:
-        self.device = jax.devices()[0]  # starts the backend: on a GPU, the context and any preallocation
+        try:
+            self.device = jax.devices()[0]  # starts the backend: on a GPU, the context and any preallocation
+        except Exception as error:
+            raise RuntimeError(f"JAX cannot start platform {self.scenario.device!r} (no GPU, or no CUDA "
+                               f"plugin in {jax.__version__}?)") from error
         jax.device_put(0.0, self.device).block_until_ready()
         return f"{self.device.platform}: {self.device.device_kind}"
 

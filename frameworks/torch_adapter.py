@@ -34,6 +34,8 @@ class TorchAdapter(Adapter):
 
     def init_device(self) -> str:
         self.device = torch.device(self.scenario.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"torch {torch.__version__} sees no CUDA device")
         torch.empty(1, device=self.device)  # the first allocation starts the CUDA context
         self.synchronize()
         if self.device.type == "cuda":

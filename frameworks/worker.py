@@ -17,8 +17,10 @@ import os
 import platform
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
@@ -36,7 +38,11 @@ def load_adapter(scenario: Scenario) -> Adapter:
 
 
 def one_line(error: BaseException) -> str:
+    """The error in one line; where it says nothing, where it was raised."""
     text = " ".join(str(error).split())
+    if not text and error.__traceback__:
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        text = f"raised at {Path(frame.filename).name}:{frame.lineno} ({frame.line})"
     return f"{type(error).__name__}: {text}"[:500]
 
 

@@ -18,6 +18,7 @@ def atomic_write_json(path: str | Path, data: object) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
         with os.fdopen(fd, "w") as handle:
             json.dump(data, handle, indent=1, sort_keys=False)
             handle.write("\n")

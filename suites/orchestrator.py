@@ -28,9 +28,12 @@ OOM_MARKERS = ("out of memory", "resource_exhausted", "cannot allocate memory", 
 DEFAULT_TIMEOUT_S = 600.0
 
 
+WORKER_SETTINGS = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def worker_environment() -> dict[str, str]:
     inherited = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-    return inherited | {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return inherited | WORKER_SETTINGS
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -96,6 +99,8 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
         "orchestrator_python": sys.version.split()[0],
+        "env_set": WORKER_SETTINGS,
+        "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }
     return record

@@ -24,27 +24,30 @@ def phase_peaks(run: dict, path: Path) -> Path:
     panels = _panels(run)
     models = sorted({model for model, _ in panels})
     kinds = [kind for kind in PHASES if any(k == kind for _, k in panels)]
+    names = sorted({record["scenario"]["framework"] for record in run["records"]})
+    colours = {name: f"C{index}" for index, name in enumerate(names)}
+    width = 0.8 / max(len(names), 1)
     figure, axes = plt.subplots(len(models), len(kinds), figsize=(7 * len(kinds), 3.6 * len(models)), squeeze=False)
     for row, model in enumerate(models):
         for column, kind in enumerate(kinds):
-            axis, records = axes[row][column], panels.get((model, kind), [])
-            phases = PHASES[kind]
-            width = 0.8 / max(len(records), 1)
-            for index, record in enumerate(sorted(records, key=lambda r: r["scenario"]["framework"])):
+            axis, phases, failures = axes[row][column], PHASES[kind], []
+            for record in panels.get((model, kind), []):
+                framework = record["scenario"]["framework"]
+                offset = (names.index(framework) - (len(names) - 1) / 2) * width
                 measured = {p["name"]: headline(p, run["device"])[0] / 2**20 for p in record["phases"]}
-                label = record["scenario"]["framework"]
+                axis.bar([i + offset for i in range(len(phases))], [measured.get(name, 0) for name in phases],
+                         width, color=colours[framework])
                 if record["status"] != "ok":
-                    label += f" ({record['status']} in {record['failure']['phase']})"
-                positions = [i + (index - (len(records) - 1) / 2) * width for i in range(len(phases))]
-                axis.bar(positions, [measured.get(name, 0) for name in phases], width, label=label)
+                    failures.append(f"{framework}: {record['status']} in {record['failure']['phase']}")
             axis.set_xticks(range(len(phases)), phases, rotation=30, ha="right", fontsize=8)
-            axis.set_title(f"{model}, {kind}", fontsize=10)
+            axis.set_title(f"{model}, {kind}" + (f" ({'; '.join(failures)})" if failures else ""), fontsize=10)
             axis.set_ylabel("peak in phase (MiB)")
-            axis.legend(fontsize=8)
             axis.grid(axis="y", alpha=0.3)
     what = "host peak RSS per phase" if run["device"] == "cpu" else "allocator peak per phase"
     figure.suptitle(f"footprint, suite {run['suite']}: {what}\n{run['device_description']}", fontsize=11)
-    figure.tight_layout()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[name]) for name in names]
+    figure.legend(handles, names, loc="upper right", ncol=len(names), fontsize=9)
+    figure.tight_layout(rect=(0, 0, 1, 0.95))
     figure.savefig(path, dpi=90)
     plt.close(figure)
     return path

@@ -11,7 +11,8 @@ from suites.figures import headline
 
 
 def _mib(value: int) -> str:
-    return f"{value / 2**20:,.0f}"
+    mib = value / 2**20
+    return f"{mib:,.0f}" if mib >= 100 else f"{mib:.1f}"
 
 
 def markdown(run: dict) -> str:
@@ -25,7 +26,9 @@ def markdown(run: dict) -> str:
         "",
         "Figures are the peak inside each phase, in MiB "
         + ("(host RSS of the worker process)." if run["device"] == "cpu" else "(allocator peak).")
-        + " Seconds in brackets.",
+        + " Seconds in brackets. Rows marked 'allocator' are the framework's own figures, with their"
+        " semantics: reset = peak since the phase began, cumulative = peak since the process began,"
+        " end of phase = one reading when the phase ended.",
     ]
     by_panel: dict[tuple[str, str], list[dict]] = {}
     for record in run["records"]:
@@ -45,12 +48,27 @@ def markdown(run: dict) -> str:
                 cells.append(f"{_mib(headline(measured, run['device'])[0])} ({measured['seconds']:.2f} s)"
                              if measured else "-")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines += _allocator_rows(records, kind)
         lines.append("| status | " + " | ".join(
             r["status"] + (f" in {r['failure']['phase']}" if r["failure"] else "") for r in records) + " |")
         lines.append("| framework's parameter count | " + " | ".join(
             f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
             for r in records) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _allocator_rows(records: list[dict], kind: str) -> list[str]:
+    """The frameworks' own figures (MiB, with their semantics), one row per phase that has any."""
+    rows = []
+    for name in PHASES[kind]:
+        cells = []
+        for record in records:
+            measured = phase(record, name) or {"allocator": {}}
+            cells.append(", ".join(f"{counter} {_mib(figure['bytes'])} ({figure['semantics']})"
+                                   for counter, figure in measured["allocator"].items()) or "-")
+        if any(cell != "-" for cell in cells):
+            rows.append(f"| {name}: allocator | " + " | ".join(cells) + " |")
+    return rows
 
 
 def render(path: Path) -> list[Path]:
