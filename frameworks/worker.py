@@ -136,17 +136,19 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
     return 0 if record["status"] == "ok" else 1
 
 
+def built(scenario: Scenario) -> Adapter:
+    """An adapter with its net built, unmeasured: for the checks that compare frameworks."""
+    adapter = load_adapter(scenario)
+    os.environ.update(adapter.environment())
+    adapter.import_framework()
+    adapter.init_device()
+    adapter.build()
+    return adapter
+
+
 def count_params(framework: str, models: list[str]) -> dict[str, int]:
     """Builds each model in turn and returns the framework's own parameter count."""
-    counts = {}
-    for name in models:
-        adapter = load_adapter(Scenario.create(framework, name, batch=1))
-        os.environ.update(adapter.environment())
-        adapter.import_framework()
-        adapter.init_device()
-        adapter.build()
-        counts[name] = adapter.param_count()
-    return counts
+    return {name: built(Scenario.create(framework, name, batch=1)).param_count() for name in models}
 
 
 def forward(scenario: Scenario, arrays_path: str, out_path: str) -> None:
@@ -159,11 +161,7 @@ def forward(scenario: Scenario, arrays_path: str, out_path: str) -> None:
         if key.startswith("layer"):
             index, name = key.removeprefix("layer").split("_")
             weights[int(index)][name] = arrays[key]
-    adapter = load_adapter(scenario)
-    os.environ.update(adapter.environment())
-    adapter.import_framework()
-    adapter.init_device()
-    adapter.build()
+    adapter = built(scenario)
     adapter.set_weights(weights)
     np.savez(out_path, output=adapter.forward(arrays["inputs"]),
              loss=np.float64(adapter.loss(arrays["inputs"], arrays["targets"])))
