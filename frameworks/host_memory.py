@@ -39,6 +39,14 @@ class HostMemory:
     def rss(self) -> int:
         return _status_bytes("VmRSS")
 
+    def rss_split(self) -> dict[str, int]:
+        """Anonymous (heap, tensors) vs file-backed (mapped libraries) resident bytes, now.
+
+        File-backed pages depend on the page cache (a freshly installed library maps more at once),
+        so compare anonymous bytes across machines; the peak (VmHWM) counts both.
+        """
+        return {"end_rss_anon_bytes": _status_bytes("RssAnon"), "end_rss_file_bytes": _status_bytes("RssFile")}
+
     def reset_peak(self) -> None:
         if self.resettable:
             _CLEAR_REFS.write_text("5")

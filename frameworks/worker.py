@@ -73,7 +73,8 @@ class PhaseRunner:
         self.record["phases"].append({
             "name": name,
             "seconds": round(seconds, 6),
-            "host": {"peak_rss": self.host.peak(), "start_rss_bytes": start_rss, "end_rss_bytes": end_rss},
+            "host": {"peak_rss": self.host.peak(), "start_rss_bytes": start_rss, "end_rss_bytes": end_rss,
+                     **self.host.rss_split()},
             "allocator": self.adapter.counters(),
             "notes": notes,
         })
