@@ -15,9 +15,14 @@ $(TOX):
 	$(PYTHON) -m venv $(TOOLS)
 	$(TOOLS)/bin/pip install --quiet tox==4.67.15
 
+# Where nvidia-smi sees a GPU (and DEVICE is not cpu), the frameworks' CUDA builds are installed too.
+GPU := $(shell [ "$(DEVICE)" != cpu ] && nvidia-smi -L >/dev/null 2>&1 && echo yes)
+comma := ,
+ENVS := torch,tensorflow,jax,bench,test$(if $(GPU),$(comma)torch-cuda$(comma)tensorflow-cuda$(comma)jax-cuda)
+
 # One environment per framework plus the orchestrator's; tox makes the missing ones and reuses the rest.
 envs: $(TOX)
-	$(TOX) run-parallel -e torch,tensorflow,jax,bench,test --notest --parallel-no-spinner -q
+	$(TOX) run-parallel -e $(ENVS) --notest --parallel-no-spinner -q
 
 bench: envs
 	.tox/bench/bin/python -m suites bench --suite "$(SUITE)" --device "$(DEVICE)" \

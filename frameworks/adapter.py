@@ -80,6 +80,10 @@ class Adapter(ABC):
     def infer(self) -> None:
         """One forward pass on the batch with gradient tracking off."""
 
+    @abstractmethod
+    def allocate(self, nbytes: int) -> object:
+        """A filled fp32 array of `nbytes` on the device, held by the caller: the calibration target."""
+
     def synchronize(self) -> None:
         """Waits for queued device work, so a reading belongs to the phase that caused it."""
 

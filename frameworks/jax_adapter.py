@@ -123,6 +123,9 @@ class JaxAdapter(Adapter):
     def infer(self) -> None:
         self.forward_compiled(self.params, self.inputs).block_until_ready()
 
+    def allocate(self, nbytes: int) -> object:
+        return jax.device_put(jax.numpy.ones(nbytes // 4), self.device).block_until_ready()
+
     def synchronize(self) -> None:
         if getattr(self, "params", None) is not None:
             jax.block_until_ready(self.params)

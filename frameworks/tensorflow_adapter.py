@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from frameworks.adapter import Adapter
+from models import allocators
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
@@ -37,6 +38,11 @@ class TensorflowAdapter(Adapter):
 
     def init_device(self) -> str:
         kind = "GPU" if self.scenario.device == "cuda" else "CPU"
+        mode, megabytes = allocators.parse(self.name, self.scenario.allocator)
+        if kind == "GPU" and mode == "limit":  # the one mode with no variable: set before the device starts
+            gpus = tf.config.list_physical_devices("GPU")
+            tf.config.set_logical_device_configuration(
+                gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=int(megabytes))])
         devices = tf.config.list_logical_devices(kind)  # starts the runtime (and the CUDA context)
         if not devices:
             raise RuntimeError(f"TensorFlow sees no {kind} device")
@@ -91,6 +97,14 @@ class TensorflowAdapter(Adapter):
     def infer(self) -> None:
         with tf.device(self.device_name):
             self.model.predict_on_batch(self.inputs)
+
+    def allocate(self, nbytes: int) -> object:
+        with tf.device(self.device_name):
+            return tf.ones([nbytes // 4])
+
+    def synchronize(self) -> None:
+        if self.scenario.device == "cuda" and hasattr(self, "device_name"):
+            tf.test.experimental.sync_devices()
 
     def reset_peaks(self) -> None:
         if hasattr(self, "device_name"):

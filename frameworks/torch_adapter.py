@@ -119,6 +119,9 @@ class TorchAdapter(Adapter):
         with torch.inference_mode():
             self.model(self.inputs)
 
+    def allocate(self, nbytes: int) -> object:
+        return torch.ones(nbytes // 4, device=self.device)
+
     def synchronize(self) -> None:
         if getattr(self, "device", None) is not None and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

@@ -26,7 +26,9 @@ from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from models.catalogue import get_model
 from models.record import RUNNING, SCHEMA_VERSION, atomic_write_json
-from models.scenario import Scenario
+from models.scenario import CALIBRATION_BYTES, Scenario
+
+CALIBRATION_HOLD_S = 0.5
 
 
 def load_adapter(scenario: Scenario) -> Adapter:
@@ -63,16 +65,18 @@ class PhaseRunner:
         self.adapter.reset_peaks()
         start_rss = self.host.rss()
         self.host.reset_peak()
-        start = time.perf_counter()
+        started_at = time.monotonic()  # system-wide: the orchestrator's NVML samples use the same clock
         notes: dict = {}
         self._inject(name)
         yield notes
         self.adapter.synchronize()
-        seconds = time.perf_counter() - start
+        ended_at = time.monotonic()
         end_rss = self.host.rss()  # before the peak, so the peak (which includes the current RSS) bounds it
         self.record["phases"].append({
             "name": name,
-            "seconds": round(seconds, 6),
+            "seconds": round(ended_at - started_at, 6),
+            "started_at": started_at,
+            "ended_at": ended_at,
             "host": {"peak_rss": self.host.peak(), "start_rss_bytes": start_rss, "end_rss_bytes": end_rss,
                      **self.host.rss_split()},
             "allocator": self.adapter.counters(),
@@ -80,12 +84,9 @@ class PhaseRunner:
         })
         atomic_write_json(self.out, self.record)
 
-    def run(self, name: str, action: Callable[[], object]) -> object:
+    def run(self, name: str, action: Callable[[], dict | None]) -> None:
         with self.measured(name) as notes:
-            result = action()
-            if isinstance(result, dict):
-                notes.update(result)
-        return result
+            notes.update(action() or {})
 
     def _inject(self, name: str) -> None:
         """Fault injection for the suite's own failure tests: a real raise, hang or abort, on request."""
@@ -96,6 +97,32 @@ class PhaseRunner:
         if self.fault_kind == "abort":
             os.abort()
         raise RuntimeError(f"injected fault in phase {name}")
+
+
+def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], dict | None]]:
+    """What each phase does; an action returns the notes it wants in the phase's record."""
+
+    def import_framework() -> None:
+        framework["versions"] = adapter.import_framework()
+
+    def context() -> None:
+        framework["device"] = adapter.init_device()
+
+    def build() -> None:
+        adapter.build()
+        framework["param_count"] = adapter.param_count()
+
+    def train_step() -> dict:
+        return {"loss": adapter.train_step()}
+
+    def allocate() -> dict:
+        held = adapter.allocate(CALIBRATION_BYTES)
+        time.sleep(CALIBRATION_HOLD_S)  # long enough for many NVML samples
+        del held
+        return {"allocated_bytes": CALIBRATION_BYTES}
+
+    return {"import": import_framework, "context": context, "build": build, "compile": adapter.compile,
+            "train_step_1": train_step, "train_step_2": train_step, "inference": adapter.infer, "allocate": allocate}
 
 
 def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
@@ -110,23 +137,16 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
         "model": {"name": scenario.model, "param_count": adapter.spec.param_count,
                   "weight_bytes": adapter.spec.weight_bytes(), "output_shape": list(adapter.spec.output_shape)},
         "framework": {"name": scenario.framework},
+        "allocator": scenario.allocator_settings,
         "worker": {"pid": os.getpid(), "python": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform(), "env_set": env},
         "phases": [],
     }
     runner = PhaseRunner(adapter, record, out, fault)
-    framework = record["framework"]
     try:
-        framework["versions"] = runner.run("import", adapter.import_framework)
-        framework["device"] = runner.run("context", adapter.init_device)
-        runner.run("build", adapter.build)
-        framework["param_count"] = adapter.param_count()
-        runner.run("compile", adapter.compile)
-        if scenario.kind == "train":
-            for name in ("train_step_1", "train_step_2"):
-                with runner.measured(name) as notes:
-                    notes["loss"] = adapter.train_step()
-        runner.run("inference", adapter.infer)
+        actions = phase_actions(adapter, record["framework"])
+        for name in scenario.phases:
+            runner.run(name, actions[name])
         record["status"] = "ok"
         record["current_phase"] = None
     except BaseException as error:  # a failure is a result: record it, then leave non-zero

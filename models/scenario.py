@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from models import allocators
 from models.catalogue import get_model
 from models.spec import ModelSpec, SpecError, load_spec_file
 
@@ -17,7 +18,10 @@ DEVICES = ("auto", "cpu", "cuda")
 PHASES = {
     "train": ("import", "context", "build", "compile", "train_step_1", "train_step_2", "inference"),
     "infer": ("import", "context", "build", "compile", "inference"),
+    # not a user's scenario: allocates a known amount, so the suite can check its own figures
+    "calibrate": ("import", "context", "allocate"),
 }
+CALIBRATION_BYTES = 800 * 10**6
 # One set of hyperparameters for every framework; the defaults differ (Keras's Adam epsilon is 1e-7).
 OPTIMIZER_SETTINGS = {
     "sgd": {"learning_rate": 0.01, "momentum": 0.0},
@@ -43,14 +47,18 @@ class Scenario:
     optimizer: str = "adam"
     dtype: str = "float32"
     device: str = "cpu"
+    allocator: str = "default"  # see models.allocators
+    cuda_module_loading: str = "LAZY"
     model_file: str | None = None
     spec_json: dict | None = None  # the spec itself, so a worker never depends on the caller's files
 
     def __post_init__(self) -> None:
-        _choose(self.kind, SCENARIO_KINDS, "scenario")
+        _choose(self.kind, PHASES, "scenario")
         _choose(self.optimizer, OPTIMIZERS, "optimizer")
         _choose(self.dtype, DTYPES, "dtype")
         _choose(self.device, DEVICES, "device")
+        _choose(self.cuda_module_loading, allocators.CUDA_MODULE_LOADING, "CUDA module loading")
+        allocators.parse(self.framework, self.allocator)
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 0:
             raise SpecError(f"batch must be a positive integer, got {self.batch!r}")
 
@@ -73,7 +81,20 @@ class Scenario:
 
     @property
     def label(self) -> str:
-        return f"{self.framework} {self.model} {self.kind} b{self.batch} {self.optimizer} {self.device}"
+        return (f"{self.framework} {self.model} {self.kind} b{self.batch} {self.optimizer} {self.device}"
+                f" allocator={self.allocator}")
+
+    @property
+    def variant(self) -> str:
+        """The framework and whatever run setting differs from the defaults: one column of a report."""
+        extras = [self.allocator if self.allocator != "default" else "",
+                  self.cuda_module_loading if self.cuda_module_loading != "LAZY" else ""]
+        return " ".join([self.framework, *filter(None, extras)])
+
+    @property
+    def allocator_settings(self) -> dict:
+        """The allocator mode's variables for this device, or why it does not apply."""
+        return allocators.settings(self.framework, self.allocator, self.cuda_module_loading, self.device)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from models.allocators import CUDA_MODULE_LOADING, mode_names
 from models.catalogue import listed_models
 from models.record import atomic_write_json
 from models.scenario import DEVICES, OPTIMIZERS, SCENARIO_KINDS, Scenario
@@ -31,7 +32,8 @@ def _run(args: argparse.Namespace) -> int:
     from suites.orchestrator import run_scenario
 
     scenario = Scenario.create(args.framework, args.model, args.model_file, kind=args.scenario,
-                               batch=args.batch, optimizer=args.optimizer, device=args.device)
+                               batch=args.batch, optimizer=args.optimizer, device=args.device,
+                               allocator=args.allocator, cuda_module_loading=args.cuda_module_loading)
     record = run_scenario(scenario, timeout=args.timeout)
     if args.out:
         atomic_write_json(args.out, record)
@@ -79,6 +81,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--batch", type=int, default=0, help="default: the model's own")
     run.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     run.add_argument("--device", default="auto", choices=DEVICES)
+    run.add_argument("--allocator", default="default",
+                     help="; ".join(f"{name}: {', '.join(mode_names(name))}" for name in frameworks()))
+    run.add_argument("--cuda-module-loading", default="LAZY", choices=CUDA_MODULE_LOADING)
     run.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is killed")
     run.add_argument("--out", help="write the record here instead of printing it")
     run.set_defaults(action=_run)

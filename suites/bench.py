@@ -18,7 +18,7 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
                        "FOOTPRINT_DEVICE": device.resolve(requested_device), "FOOTPRINT_TIMEOUT": str(timeout)})
     _, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
     for framework in chosen:
-        interpreter(framework)
+        interpreter(framework, resolved)
     print(f"footprint: suite {suite}, {len(scenarios(suite))} scenarios on {device.describe(resolved)}", flush=True)
     code = pytest.main([str(ROOT / "suites" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
                         "--benchmark-columns=max", "--benchmark-sort=name", "-W", "ignore::DeprecationWarning"])

@@ -31,8 +31,14 @@ def summary(record: dict) -> str:
     return f"{text}  {record['run']['wall_seconds']:.1f} s"
 
 
+def scenario_id(scenario: Scenario) -> str:
+    """framework-model-kind, then whatever differs from the defaults, for `pytest -k`."""
+    framework, *extras = scenario.variant.split(" ")
+    return "-".join([framework, scenario.model, scenario.kind, *extras])
+
+
 def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
-    @pytest.mark.parametrize("scenario", scenarios, ids=[f"{s.framework}-{s.model}-{s.kind}" for s in scenarios])
+    @pytest.mark.parametrize("scenario", scenarios, ids=[scenario_id(s) for s in scenarios])
     def test_scenario(benchmark, scenario: Scenario, record_property, run_files) -> None:  # noqa: ANN001
         benchmark.group = f"{scenario.model} {scenario.kind} ({scenario.device})"
         timeout = float(os.environ.get("FOOTPRINT_TIMEOUT", DEFAULT_TIMEOUT_S))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from models.record import RUNNING, SCHEMA_VERSION, STATUSES
 from models.scenario import Scenario
-from suites import device, environment
+from suites import device, environment, nvml
 from suites.registry import ROOT, interpreter
 
 # Inherited from the caller; everything else the worker sees is set on purpose.
@@ -31,9 +31,20 @@ DEFAULT_TIMEOUT_S = 600.0
 WORKER_SETTINGS = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def worker_environment() -> dict[str, str]:
+def worker_environment(scenario: Scenario | None = None) -> dict[str, str]:
+    """The allowlist, our settings, and the scenario's allocator variables, set before any import."""
     inherited = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-    return inherited | WORKER_SETTINGS
+    return inherited | WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {})
+
+
+def _nvml_source(scenario: Scenario) -> tuple[nvml.NvmlSource | None, str]:
+    """The driver for a GPU run, or why there is none."""
+    if scenario.device != "cuda":
+        return None, "the run is on the CPU: no GPU memory to sample"
+    try:
+        return nvml.NvmlSource(nvml.visible_gpu_index()), ""
+    except Exception as error:  # no library, no driver, no such GPU: say which
+        return None, f"NVML unavailable: {type(error).__name__}: {error}"
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -71,15 +82,20 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     `fault` ("PHASE:raise", "PHASE:hang" or "PHASE:abort") injects a failure, for the suite's own tests.
     """
     scenario = replace(scenario, device=device.resolve(scenario.device))
-    python = interpreter(scenario.framework)
+    python = interpreter(scenario.framework, scenario.device)
+    source, no_source = _nvml_source(scenario)
+    sampler = nvml.Sampler(source.read) if source else None
+    baseline = sampler.sample() if sampler else None  # before the worker exists: anyone here is someone else
     with tempfile.TemporaryDirectory(prefix="footprint-") as tmp:
         out, log = Path(tmp) / "record.json", Path(tmp) / "output.txt"
         command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
         command += ["--fault", fault] if fault else []
         start = time.monotonic()
         with log.open("wb") as output:
-            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(), stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario), stdin=subprocess.DEVNULL,
                                        stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            if sampler:
+                sampler.start(process.pid)
             try:
                 returncode, timed_out = process.wait(timeout), False
             except subprocess.TimeoutExpired:
@@ -87,6 +103,15 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
                 returncode, timed_out = process.wait(), True
         wall = time.monotonic() - start
         record, output_tail = _read_record(out, scenario), _tail(log)
+    if sampler and source:
+        samples = sampler.stop()
+        record["nvml"] = nvml.attribute(samples, baseline, record["phases"], sampler.read_seconds)
+        record["nvml"]["gpu"] = source.describe()
+        source.close()
+        for warning in record["nvml"]["warnings"]:
+            print(f"footprint: warning: {scenario.label}: {warning}", file=sys.stderr)
+    else:
+        record["nvml"] = {"available": False, "reason": no_source}
     if record["status"] not in STATUSES or timed_out:
         status, message = _outcome(record, returncode, timed_out, output_tail, timeout)
         record["status"] = status
@@ -99,7 +124,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
         "orchestrator_python": sys.version.split()[0],
-        "env_set": WORKER_SETTINGS,
+        "env_set": WORKER_SETTINGS | scenario.allocator_settings["env"],
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }

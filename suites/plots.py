@@ -1,4 +1,4 @@
-"""Plots from run files only: peak memory per phase, one bar per framework, a panel per model and kind."""
+"""Plots from run files only (never live objects), one function per kind of plot."""
 
 from __future__ import annotations
 
@@ -9,45 +9,106 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from models.scenario import PHASES  # noqa: E402
-from suites.figures import headline  # noqa: E402
+from models.scenario import PHASES, Scenario  # noqa: E402
+from suites.figures import allocator_peak, driver_peak, headline  # noqa: E402
+
+MIB = 2**20
 
 
-def _panels(run: dict) -> dict[tuple[str, str], list[dict]]:
-    panels: dict[tuple[str, str], list[dict]] = {}
-    for record in run["records"]:
-        panels.setdefault((record["scenario"]["model"], record["scenario"]["kind"]), []).append(record)
-    return panels
+def variant(record: dict) -> str:
+    return Scenario.from_dict(record["scenario"]).variant
 
 
-def phase_peaks(run: dict, path: Path) -> Path:
-    panels = _panels(run)
-    models = sorted({model for model, _ in panels})
-    kinds = [kind for kind in PHASES if any(k == kind for _, k in panels)]
-    names = sorted({record["scenario"]["framework"] for record in run["records"]})
-    colours = {name: f"C{index}" for index, name in enumerate(names)}
-    width = 0.8 / max(len(names), 1)
-    figure, axes = plt.subplots(len(models), len(kinds), figsize=(7 * len(kinds), 3.6 * len(models)), squeeze=False)
-    for row, model in enumerate(models):
-        for column, kind in enumerate(kinds):
-            axis, phases, failures = axes[row][column], PHASES[kind], []
-            for record in panels.get((model, kind), []):
-                framework = record["scenario"]["framework"]
-                offset = (names.index(framework) - (len(names) - 1) / 2) * width
-                measured = {p["name"]: headline(p, run["device"])[0] / 2**20 for p in record["phases"]}
-                axis.bar([i + offset for i in range(len(phases))], [measured.get(name, 0) for name in phases],
-                         width, color=colours[framework])
-                if record["status"] != "ok":
-                    failures.append(f"{framework}: {record['status']} in {record['failure']['phase']}")
-            axis.set_xticks(range(len(phases)), phases, rotation=30, ha="right", fontsize=8)
-            axis.set_title(f"{model}, {kind}" + (f" ({'; '.join(failures)})" if failures else ""), fontsize=10)
-            axis.set_ylabel("peak in phase (MiB)")
-            axis.grid(axis="y", alpha=0.3)
-    what = "host peak RSS per phase" if run["device"] == "cpu" else "allocator peak per phase"
+def panels(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Records grouped by (model, kind), in run order."""
+    grouped: dict[tuple[str, str], list[dict]] = {}
+    for record in records:
+        grouped.setdefault((record["scenario"]["model"], record["scenario"]["kind"]), []).append(record)
+    return grouped
+
+
+def _grid(rows: int, columns: int) -> tuple[plt.Figure, list]:
+    figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 3.6 * rows), squeeze=False)
+    return figure, axes
+
+
+def _finish(figure: plt.Figure, run: dict, what: str, names: list[str], path: Path) -> Path:
     figure.suptitle(f"footprint, suite {run['suite']}: {what}\n{run['device_description']}", fontsize=11)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[name]) for name in names]
-    figure.legend(handles, names, loc="upper right", ncol=len(names), fontsize=9)
-    figure.tight_layout(rect=(0, 0, 1, 0.95))
+    handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{index}") for index in range(len(names))]
+    figure.legend(handles, names, loc="upper right", ncol=min(len(names), 6), fontsize=8)
+    figure.tight_layout(rect=(0, 0, 1, 0.93))
     figure.savefig(path, dpi=90)
     plt.close(figure)
     return path
+
+
+def _bars(axis: plt.Axes, phases: tuple[str, ...], series: list[dict[str, float]], width_share: float = 0.8,
+          **style: object) -> None:
+    """One bar per series at each phase, series side by side; series[i] maps phase -> MiB."""
+    width = width_share / max(len(series), 1)
+    for index, values in enumerate(series):
+        offset = (index - (len(series) - 1) / 2) * width
+        axis.bar([i + offset for i in range(len(phases))], [values.get(name, 0) for name in phases], width,
+                 color=f"C{index}", **style)
+    axis.set_xticks(range(len(phases)), phases, rotation=30, ha="right", fontsize=8)
+    axis.set_ylabel("peak in phase (MiB)")
+    axis.grid(axis="y", alpha=0.3)
+
+
+def _failures(records: list[dict]) -> str:
+    failed = [f"{variant(r)}: {r['status']} in {r['failure']['phase']}" for r in records if r["status"] != "ok"]
+    return f" ({'; '.join(failed)})" if failed else ""
+
+
+def phase_peaks(run: dict, path: Path) -> Path:
+    """Each model and kind: the headline peak per phase, one bar per framework (or variant)."""
+    grouped = panels(run["records"])
+    names = list(dict.fromkeys(variant(r) for r in run["records"]))
+    models = list(dict.fromkeys(model for model, _ in grouped))
+    kinds = [kind for kind in PHASES if any(k == kind for _, k in grouped)]
+    figure, axes = _grid(len(models), len(kinds))
+    for row, model in enumerate(models):
+        for column, kind in enumerate(kinds):
+            records = {variant(r): r for r in grouped.get((model, kind), [])}
+            series = [{p["name"]: headline(p, run["device"])[0] / MIB for p in records[name]["phases"]}
+                      if name in records else {} for name in names]
+            _bars(axes[row][column], PHASES[kind], series)
+            axes[row][column].set_title(f"{model}, {kind}{_failures(list(records.values()))}", fontsize=10)
+    what = "host peak RSS per phase" if run["device"] == "cpu" else "peak per phase (NVML process, else allocator)"
+    return _finish(figure, run, what, names, path)
+
+
+def allocator_modes(run: dict, path: Path) -> Path:
+    """Per model and framework, each mode's driver peak (wide, pale) with its allocator peak (narrow, solid)."""
+    train = [r for r in run["records"] if r["scenario"]["kind"] == "train"]
+    models = list(dict.fromkeys(r["scenario"]["model"] for r in train))
+    frameworks = list(dict.fromkeys(r["scenario"]["framework"] for r in run["records"]))
+    context = [r for r in run["records"] if r["scenario"]["kind"] == "infer"]
+    figure, axes = _grid(len(models) + 1, len(frameworks))
+    driver = "host RSS" if run["device"] == "cpu" else "NVML"
+    for row, model in enumerate(models):
+        for column, framework in enumerate(frameworks):
+            records = [r for r in train if r["scenario"]["model"] == model and r["scenario"]["framework"] == framework]
+            axis = axes[row][column]
+            by_phase = [{p["name"]: (driver_peak(p, run["device"])[0] or 0) / MIB for p in r["phases"]}
+                        for r in records]
+            _bars(axis, PHASES["train"], by_phase, alpha=0.35)
+            held = [{p["name"]: (allocator_peak(p)[0] or 0) / MIB for p in r["phases"]} for r in records]
+            _bars(axis, PHASES["train"], held, width_share=0.4)
+            modes = ", ".join(f"C{i}={r['scenario']['allocator']}" for i, r in enumerate(records))
+            axis.set_title(f"{model}, {framework}: {modes}{_failures(records)}", fontsize=8)
+    for column, framework in enumerate(frameworks):
+        axis = axes[-1][column]
+        records = [r for r in context if r["scenario"]["framework"] == framework]
+        labels = [r["scenario"]["cuda_module_loading"] for r in records]
+        values = [(driver_peak(r["phases"][1], run["device"])[0] or 0) / MIB if len(r["phases"]) > 1 else 0
+                  for r in records]
+        axis.bar(labels, values, color="C7")
+        axis.set_title(f"{framework}: context phase alone ({driver} peak)", fontsize=9)
+        axis.set_ylabel("MiB")
+    what = f"{driver} peak (pale) vs allocator peak (solid) per phase and mode"
+    names = [f"C{i}: mode {i + 1} of the panel" for i in range(max(len(frameworks), 1))]
+    return _finish(figure, run, what, names, path)
+
+
+PLOTS = {"default": phase_peaks, "allocators": allocator_modes}

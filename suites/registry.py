@@ -17,13 +17,17 @@ def frameworks() -> list[str]:
     return sorted(path.name.removesuffix("_adapter.py") for path in (ROOT / "frameworks").glob("*_adapter.py"))
 
 
-def interpreter(framework: str) -> str:
-    """FOOTPRINT_PYTHON_<FRAMEWORK>, else FOOTPRINT_PYTHON (one prepared interpreter), else the tox env."""
+def interpreter(framework: str, device: str = "cpu") -> str:
+    """FOOTPRINT_PYTHON_<FRAMEWORK>, else FOOTPRINT_PYTHON (one prepared interpreter), else the tox env.
+
+    The tox env for a GPU run is `<framework>-cuda`, which holds the framework's CUDA build.
+    """
     for variable in (f"FOOTPRINT_PYTHON_{framework.upper()}", "FOOTPRINT_PYTHON"):
         if os.environ.get(variable):
             return os.environ[variable]
-    path = ROOT / ".tox" / framework / "bin" / "python"
+    env = framework + ("-cuda" if device == "cuda" else "")
+    path = ROOT / ".tox" / env / "bin" / "python"
     if not path.exists():
         variable = f"FOOTPRINT_PYTHON_{framework.upper()}"
-        raise SetupError(f"no interpreter for {framework}: run `make envs`, or set {variable}")
+        raise SetupError(f"no interpreter for {framework} on {device}: run `make envs`, or set {variable}")
     return str(path)

@@ -25,21 +25,18 @@ def markdown(run: dict) -> str:
         f"{run['machine']['platform']}",
         "",
         "Figures are the peak inside each phase, in MiB "
-        + ("(host RSS of the worker process)." if run["device"] == "cpu" else "(allocator peak).")
+        + ("(host RSS of the worker process)." if run["device"] == "cpu"
+           else "(NVML's figure for the worker's processes where sampled, else the allocator's peak).")
         + " Seconds in brackets. Rows marked 'allocator' are the framework's own figures, with their"
         " semantics: reset = peak since the phase began, cumulative = peak since the process began,"
         " end of phase = one reading when the phase ended.",
     ]
-    by_panel: dict[tuple[str, str], list[dict]] = {}
-    for record in run["records"]:
-        by_panel.setdefault((record["scenario"]["model"], record["scenario"]["kind"]), []).append(record)
-    for (model, kind), records in sorted(by_panel.items()):
-        records.sort(key=lambda r: r["scenario"]["framework"])
+    for (model, kind), records in plots.panels(run["records"]).items():
         spec = records[0]["model"]
         lines += ["", f"## {model}, {kind} (batch {records[0]['scenario']['batch']}, "
                   f"{records[0]['scenario']['optimizer'] if kind == 'train' else 'no optimizer'}; "
                   f"{spec['param_count']:,} parameters, {spec['weight_bytes'] / 2**20:,.0f} MiB of weights)", ""]
-        lines.append("| phase | " + " | ".join(r["scenario"]["framework"] for r in records) + " |")
+        lines.append("| phase | " + " | ".join(plots.variant(r) for r in records) + " |")
         lines.append("|---" * (len(records) + 1) + "|")
         for name in PHASES[kind]:
             cells = []
@@ -49,6 +46,11 @@ def markdown(run: dict) -> str:
                              if measured else "-")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines += _allocator_rows(records, kind)
+        lines += _nvml_rows(records, kind)
+        lines.append("| allocator mode | " + " | ".join(
+            r.get("allocator", {}).get("mode", "default")
+            + ("" if r.get("allocator", {}).get("applicable", True) else " (not applicable: CPU)")
+            for r in records) + " |")
         lines.append("| status | " + " | ".join(
             r["status"] + (f" in {r['failure']['phase']}" if r["failure"] else "") for r in records) + " |")
         lines.append("| framework's parameter count | " + " | ".join(
@@ -71,8 +73,29 @@ def _allocator_rows(records: list[dict], kind: str) -> list[str]:
     return rows
 
 
+def _nvml_rows(records: list[dict], kind: str) -> list[str]:
+    """NVML's process (or device) peak per phase, and how it was sampled; nothing for CPU runs."""
+    if not any(r.get("nvml", {}).get("samples") for r in records):
+        return []
+    rows = []
+    for name in PHASES[kind]:
+        cells = []
+        for record in records:
+            sampled = (phase(record, name) or {}).get("nvml", {})
+            figures = [f"{key} {_mib(sampled[key]['bytes'])}"
+                       for key in ("process_peak", "device_peak") if key in sampled]
+            cells.append(", ".join(figures) or sampled.get("note", "-"))
+        rows.append(f"| {name}: NVML | " + " | ".join(cells) + " |")
+    rows.append("| NVML sampling | " + " | ".join(
+        f"{r['nvml'].get('view', '-')}, {r['nvml'].get('rate_hz')} Hz, {r['nvml'].get('read_cost_ms')} ms a read"
+        + (f"; {len(r['nvml']['warnings'])} warning(s)" if r["nvml"].get("warnings") else "")
+        for r in records) + " |")
+    return rows
+
+
 def render(path: Path) -> list[Path]:
     run = runfile.load(path)
     report = path.with_suffix(".md")
     report.write_text(markdown(run))
-    return [plots.phase_peaks(run, path.with_suffix(".png")), report]
+    plot = plots.PLOTS.get(run["suite"], plots.phase_peaks)
+    return [plot(run, path.with_suffix(".png")), report]

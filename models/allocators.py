@@ -1,0 +1,95 @@
+"""Allocator modes: how each framework may be told to manage GPU memory, as pure data.
+
+A mode is set before the framework is imported (environment variables, set by the orchestrator)
+or, where the framework has no variable for it, by the adapter before the device starts
+(TensorFlow's memory limit). On the CPU no mode applies, and the record says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.spec import SpecError
+
+CUDA_MODULE_LOADING = ("LAZY", "EAGER")
+
+
+@dataclass(frozen=True)
+class Mode:
+    description: str
+    env: dict[str, str]
+    value: str = ""  # the name of the mode's parameter ("MB", "F"), or "" for none
+    example: str = ""  # the value the allocators suite runs it with
+
+
+MODES: dict[str, dict[str, Mode]] = {
+    "torch": {
+        "default": Mode("caching allocator: freed blocks stay reserved for reuse", {}),
+        "expandable": Mode("expandable segments: reserved memory grows in place",
+                           {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+        "nocache": Mode("no caching: every free goes back to the driver", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
+    },
+    "tensorflow": {
+        "default": Mode("maps nearly all GPU memory when the device starts", {}),
+        "growth": Mode("allow_growth: maps memory as it is needed", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}),
+        "limit": Mode("a logical GPU with a memory limit of MB megabytes", {}, "MB", "4096"),
+        "async": Mode("CUDA's stream-ordered allocator (cudaMallocAsync)", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
+    },
+    "jax": {
+        "default": Mode("preallocates 75% of GPU memory when the backend starts", {}),
+        "noprealloc": Mode("no preallocation: the pool grows as needed", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
+        "fraction": Mode("preallocates fraction F of GPU memory",
+                         {"XLA_PYTHON_CLIENT_MEM_FRACTION": "{value}"}, "F", "0.3"),
+        "platform": Mode("no pool: cudaMalloc and cudaFree for every buffer",
+                         {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}),
+    },
+}
+
+
+DEFAULT_ONLY = {"default": Mode("the framework's own default", {})}
+
+
+def _modes(framework: str) -> dict[str, Mode]:
+    """A framework with no entry here (a new adapter) has its default mode only."""
+    return MODES.get(framework, DEFAULT_ONLY)
+
+
+def mode_names(framework: str) -> list[str]:
+    """The modes as a user writes them: `limit=MB`, `fraction=F`."""
+    return [f"{name}={mode.value}" if mode.value else name for name, mode in _modes(framework).items()]
+
+
+def examples(framework: str) -> list[str]:
+    """Every mode of a framework in a runnable form: `limit=4096` for `limit=MB`."""
+    return [f"{name}={mode.example}" if mode.value else name for name, mode in _modes(framework).items()]
+
+
+def parse(framework: str, text: str) -> tuple[str, str]:
+    """(mode, value) from `growth` or `limit=2048`; a SpecError naming the valid modes otherwise."""
+    name, _, value = text.partition("=")
+    mode = _modes(framework).get(name)
+    valid = f"valid for {framework}: {', '.join(mode_names(framework))}"
+    if mode is None or bool(mode.value) != bool(value):
+        raise SpecError(f"unknown allocator mode {text!r}; {valid}")
+    if mode.value == "MB" and not (value.isdigit() and int(value) > 0):
+        raise SpecError(f"allocator mode {text!r} needs a whole number of megabytes; {valid}")
+    if mode.value == "F":
+        try:
+            fraction = float(value)
+        except ValueError:
+            fraction = 0.0
+        if not 0 < fraction <= 1:
+            raise SpecError(f"allocator mode {text!r} needs a fraction in (0, 1]; {valid}")
+    return name, value
+
+
+def settings(framework: str, text: str, module_loading: str, device: str) -> dict:
+    """What the mode means for this run: its variables, or why it does not apply."""
+    name, value = parse(framework, text)
+    mode = _modes(framework)[name]
+    if device != "cuda":
+        return {"mode": text, "applicable": False, "reason": "allocator modes and CUDA module loading "
+                "apply to GPU memory only; this run is on the CPU", "env": {}}
+    env = {key: template.replace("{value}", value) for key, template in mode.env.items()}
+    return {"mode": text, "applicable": True, "description": mode.description,
+            "env": env | {"CUDA_MODULE_LOADING": module_loading}}

@@ -1,0 +1,154 @@
+"""The driver's view of GPU memory: NVML, sampled from the orchestrator while a worker runs.
+
+NVML has no peak counter, so a thread samples the device's used memory and every process's
+used memory at a fixed interval, and each phase gets the maximum of the samples inside its
+window (the worker stamps phase start and end with the same system-wide monotonic clock).
+NVML reports host PIDs: where the worker's PID is not among them (a container's PID
+namespace), the device-wide figure stands in, labelled so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psutil
+
+from models.record import AT_PHASE_END, counter
+
+SAMPLED_PEAK = "sampled peak"  # the highest of the samples taken inside the phase window
+DEFAULT_INTERVAL_S = 0.002
+TREE_REFRESH_S = 0.05
+
+
+@dataclass(frozen=True)
+class Sample:
+    time: float  # time.monotonic(), comparable with the worker's phase stamps on the same machine
+    device_used: int
+    processes: dict[int, int]  # NVML's PID -> used bytes
+    tree: frozenset[int] = frozenset()  # the worker and its descendants when the sample was taken
+
+
+class NvmlSource:
+    """The real driver, one GPU. Construct only where NVML is installed and sees a GPU."""
+
+    def __init__(self, index: int) -> None:
+        import pynvml
+
+        self.nvml = pynvml
+        pynvml.nvmlInit()
+        self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.index = index
+
+    def read(self) -> tuple[int, dict[int, int]]:
+        used = self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used
+        processes = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
+        return used, {p.pid: p.usedGpuMemory or 0 for p in processes}
+
+    def describe(self) -> dict[str, object]:
+        nvml, handle = self.nvml, self.handle
+        return {"index": self.index, "name": nvml.nvmlDeviceGetName(handle), "uuid": nvml.nvmlDeviceGetUUID(handle),
+                "driver": nvml.nvmlSystemGetDriverVersion(),
+                "total_bytes": nvml.nvmlDeviceGetMemoryInfo(handle).total}
+
+    def close(self) -> None:
+        self.nvml.nvmlShutdown()
+
+
+def visible_gpu_index() -> int:
+    """NVML counts every GPU; the worker uses the first one CUDA_VISIBLE_DEVICES leaves it."""
+    import os
+
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    return int(first) if first.isdigit() else 0
+
+
+def process_tree(root: int) -> frozenset[int]:
+    try:
+        parent = psutil.Process(root)
+        return frozenset({root, *(child.pid for child in parent.children(recursive=True))})
+    except psutil.Error:
+        return frozenset({root})
+
+
+@dataclass
+class Sampler:
+    """Samples `read` every `interval_s` in a thread until stopped; tracks the worker's process tree."""
+
+    read: Callable[[], tuple[int, dict[int, int]]]
+    interval_s: float = DEFAULT_INTERVAL_S
+    samples: list[Sample] = field(default_factory=list)
+    read_seconds: float = 0.0
+
+    def sample(self, tree: frozenset[int] = frozenset()) -> Sample:
+        start = time.monotonic()
+        used, processes = self.read()
+        self.read_seconds += time.monotonic() - start
+        return Sample(start, used, processes, tree)
+
+    def start(self, root_pid: int) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(root_pid,), daemon=True, name="nvml-sampler")
+        self._thread.start()
+
+    def _loop(self, root_pid: int) -> None:
+        tree, refreshed = process_tree(root_pid), time.monotonic()
+        while not self._stop.is_set():
+            if time.monotonic() - refreshed > TREE_REFRESH_S:
+                tree, refreshed = tree | process_tree(root_pid), time.monotonic()
+            sample = self.sample(tree)
+            self.samples.append(sample)
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - sample.time)))
+
+    def stop(self) -> list[Sample]:
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+
+def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_seconds: float) -> dict:
+    """Puts each phase's NVML peaks into `phase['nvml']`; returns the run's NVML summary.
+
+    `baseline` is the sample taken before the worker started: every process in it is someone else's.
+    """
+    tree = frozenset().union(*(sample.tree for sample in samples))
+    seen = {pid for sample in samples for pid in sample.processes}
+    visible = bool(seen & tree)
+    others_at_start = {pid: used for pid, used in baseline.processes.items() if pid not in tree}
+    newcomers = sorted(seen - tree - others_at_start.keys())
+    warnings = []
+    if others_at_start:
+        warnings.append(f"other processes used the GPU when the run started: {others_at_start} (PID: bytes)")
+    if visible and newcomers:
+        warnings.append(f"other processes started on the GPU during the run: PIDs {newcomers}")
+    if not visible:
+        warnings.append("the worker's PID is not among NVML's processes (a container's PID namespace?): "
+                        "device-wide used memory stands in for the process's"
+                        + (f"; PIDs {newcomers} appeared during the run, likely the worker seen from the host"
+                           if newcomers else ""))
+    for phase in phases:
+        inside = [s for s in samples if phase["started_at"] <= s.time <= phase["ended_at"]]
+        if not inside:
+            phase["nvml"] = {"samples": 0, "note": "no sample inside the phase: it was shorter than the interval"}
+            continue
+        figures: dict[str, object] = {"samples": len(inside)}
+        figures["device_peak"] = counter(max(s.device_used for s in inside), SAMPLED_PEAK)
+        figures["device_end"] = counter(inside[-1].device_used, AT_PHASE_END)
+        if visible:
+            own = [sum(used for pid, used in s.processes.items() if pid in tree) for s in inside]
+            figures["process_peak"] = counter(max(own), SAMPLED_PEAK)
+            figures["process_end"] = counter(own[-1], AT_PHASE_END)
+        phase["nvml"] = figures
+    span = samples[-1].time - samples[0].time if len(samples) > 1 else 0.0
+    return {
+        "view": "process" if visible else "device (worker PID not visible to NVML)",
+        "samples": len(samples),
+        "rate_hz": round((len(samples) - 1) / span, 1) if span else None,
+        "read_cost_ms": round(1000 * read_seconds / max(len(samples), 1), 4),
+        "baseline_device_used_bytes": baseline.device_used,
+        "other_processes_at_start": others_at_start,
+        "other_processes_during": newcomers if visible else [],
+        "warnings": warnings,
+    }

@@ -1,0 +1,63 @@
+"""Allocator modes: parsed, validated, set before import on a GPU, recorded as not applicable on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from models import allocators
+from models.scenario import Scenario
+from models.spec import SpecError
+from suites.orchestrator import run_scenario, worker_environment
+from tests.conftest import run_cli
+
+
+def test_every_framework_has_its_modes() -> None:
+    assert allocators.mode_names("torch") == ["default", "expandable", "nocache"]
+    assert allocators.mode_names("tensorflow") == ["default", "growth", "limit=MB", "async"]
+    assert allocators.mode_names("jax") == ["default", "noprealloc", "fraction=F", "platform"]
+    assert allocators.mode_names("a-new-framework") == ["default"]
+
+
+@pytest.mark.parametrize("framework, text", [
+    ("tensorflow", "limit"), ("tensorflow", "limit=big"), ("tensorflow", "growth=1"), ("jax", "fraction=1.5"),
+    ("jax", "fraction=x"), ("torch", "growth"), ("jax", "limit=100"),
+])
+def test_bad_modes_name_the_valid_ones(framework: str, text: str) -> None:
+    with pytest.raises(SpecError, match=f"valid for {framework}: default"):
+        allocators.parse(framework, text)
+
+
+@pytest.mark.parametrize("framework, mode, variables", [
+    ("torch", "expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
+    ("torch", "nocache", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
+    ("tensorflow", "growth", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}),
+    ("tensorflow", "async", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
+    ("tensorflow", "limit=2048", {}),  # set through tf.config by the adapter, before the device starts
+    ("jax", "noprealloc", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
+    ("jax", "fraction=0.25", {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.25"}),
+    ("jax", "platform", {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}),
+])
+def test_on_a_gpu_the_worker_starts_with_the_mode_set(framework: str, mode: str, variables: dict) -> None:
+    scenario = Scenario.create(framework, "keras-small", device="cuda", allocator=mode, cuda_module_loading="EAGER")
+    env = worker_environment(scenario)
+    assert env.items() >= (variables | {"CUDA_MODULE_LOADING": "EAGER"}).items()
+    assert scenario.allocator_settings["applicable"] is True
+
+
+def test_on_the_cpu_a_mode_is_recorded_as_not_applicable() -> None:
+    scenario = Scenario.create("tensorflow", "keras-small", kind="infer", device="cpu", allocator="growth",
+                               cuda_module_loading="EAGER")
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in worker_environment(scenario)
+    record = run_scenario(scenario)
+    assert record["status"] == "ok", record["failure"]
+    assert record["allocator"]["mode"] == "growth" and record["allocator"]["applicable"] is False
+    assert "CPU" in record["allocator"]["reason"]
+    assert "TF_FORCE_GPU_ALLOW_GROWTH" not in record["run"]["env_set"]
+    assert record["nvml"] == {"available": False, "reason": "the run is on the CPU: no GPU memory to sample"}
+
+
+def test_cli_rejects_a_mode_of_another_framework() -> None:
+    done = run_cli("run", "--framework", "jax", "--model", "keras-small", "--allocator", "growth")
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("valid for jax: default, noprealloc, fraction=F, platform")
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -1,0 +1,49 @@
+"""On a GPU: a known 800 MB allocation, seen by the NVML sampler and by the allocator within 5 %.
+
+Skipped where there is no GPU (this project's CI machines), with the reason.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from models.record import phase
+from models.scenario import CALIBRATION_BYTES, Scenario
+from suites import device
+from suites.orchestrator import run_scenario
+from suites.registry import SetupError, interpreter
+
+# Modes where the driver sees allocations as they happen (not a preallocated pool).
+MODES = {"torch": "default", "tensorflow": "growth", "jax": "noprealloc"}
+# The allocator figure for the allocate phase, and the one at the end of the context phase to subtract.
+ALLOCATOR = {"torch": ("allocated_peak", "allocated"), "tensorflow": ("allocator_peak", "allocator_current"),
+             "jax": ("peak_bytes_in_use", "bytes_in_use")}
+
+
+def _cuda_interpreter(framework: str) -> str:
+    if not device.gpu_names():
+        pytest.skip("no GPU: NVML sees none on this machine")
+    try:
+        python = interpreter(framework, "cuda")
+    except SetupError as error:
+        pytest.skip(str(error))
+    if subprocess.run([python, "-c", f"import {framework}"], capture_output=True).returncode:
+        pytest.skip(f"{framework} is not installed in {python}")
+    return python
+
+
+@pytest.mark.parametrize("framework", list(MODES))
+def test_800_mb_is_seen_within_5_percent(framework: str) -> None:
+    _cuda_interpreter(framework)
+    scenario = Scenario.create(framework, "keras-small", kind="calibrate", device="cuda", allocator=MODES[framework])
+    record = run_scenario(scenario, timeout=300)
+    assert record["status"] == "ok", record["failure"]
+    context, allocate = phase(record, "context"), phase(record, "allocate")
+    view = "process" if record["nvml"]["view"] == "process" else "device"
+    seen_by_driver = allocate["nvml"][f"{view}_peak"]["bytes"] - context["nvml"][f"{view}_end"]["bytes"]
+    peak, before = ALLOCATOR[framework]
+    seen_by_allocator = allocate["allocator"][peak]["bytes"] - context["allocator"][before]["bytes"]
+    assert seen_by_driver == pytest.approx(CALIBRATION_BYTES, rel=0.05), record["nvml"]
+    assert seen_by_allocator == pytest.approx(CALIBRATION_BYTES, rel=0.05), allocate["allocator"]
