@@ -15,6 +15,12 @@ def _mib(value: int) -> str:
     return f"{mib:,.0f}" if mib >= 100 else f"{mib:.1f}"
 
 
+def _not_measured(run: dict) -> list[str]:
+    """Frameworks the suite knows that have no record here (not selected, or not installable there)."""
+    measured = {record["scenario"]["framework"] for record in run["records"]}
+    return [name for name in run.get("frameworks_known", []) if name not in measured]
+
+
 def markdown(run: dict) -> str:
     lines = [
         f"# footprint: suite `{run['suite']}`",
@@ -23,6 +29,7 @@ def markdown(run: dict) -> str:
         f"- commit: `{run['git_commit']}`, started {run['started_at']}, complete: {run['complete']}",
         f"- machine: {run['machine']['cpus']} CPUs, {run['machine']['memory_bytes'] / 2**30:.0f} GiB, "
         f"{run['machine']['platform']}",
+        f"- not measured in this run: {', '.join(_not_measured(run)) or 'none'}",
         "",
         "Figures are the peak inside each phase, in MiB "
         + ("(host RSS of the worker process)." if run["device"] == "cpu"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from models.record import SCHEMA_VERSION, atomic_write_json
 from suites import device, environment
-from suites.registry import ROOT
+from suites.registry import ROOT, frameworks
 
 RESULTS = ROOT / "results"
 
@@ -34,6 +34,7 @@ class RunFile:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "git_commit": environment.git_commit(),
             "machine": environment.machine(),
+            "frameworks_known": frameworks(),
             "records": [],
         }
 
