@@ -13,10 +13,14 @@ from suites.registry import ROOT
 
 @cache
 def git_commit() -> str:
-    """HEAD's hash, with '+dirty' when the tree has changes, so a result names the code behind it."""
+    """HEAD's hash, with '+dirty' when the code has changes, so a result names the code behind it.
+
+    results/ is left out: it is what runs write, not the code that measured.
+    """
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
+                               cwd=ROOT,
                                capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -9,6 +9,7 @@ namespace), the device-wide figure stands in, labelled so.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -59,8 +60,6 @@ class NvmlSource:
 
 def visible_gpu_index() -> int:
     """NVML counts every GPU; the worker uses the first one CUDA_VISIBLE_DEVICES leaves it."""
-    import os
-
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
     return int(first) if first.isdigit() else 0
 
