@@ -20,8 +20,7 @@ def git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
-                               cwd=ROOT,
-                               capture_output=True, text=True, check=True)
+                               cwd=ROOT, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
