@@ -26,7 +26,7 @@ from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from models.catalogue import get_model
 from models.record import RUNNING, SCHEMA_VERSION, atomic_write_json
-from models.scenario import CALIBRATION_BYTES, Scenario
+from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
 CALIBRATION_HOLD_S = 0.5
 
@@ -137,6 +137,8 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
         "model": {"name": scenario.model, "param_count": adapter.spec.param_count,
                   "weight_bytes": adapter.spec.weight_bytes(), "output_shape": list(adapter.spec.output_shape)},
         "framework": {"name": scenario.framework},
+        "shared_settings": {"init": INIT_RULE, "data": DATA_RULE, "dtype": scenario.dtype,
+                            "optimizer": {scenario.optimizer: OPTIMIZER_SETTINGS[scenario.optimizer]}},
         "allocator": scenario.allocator_settings,
         "worker": {"pid": os.getpid(), "python": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform(), "env_set": env},

@@ -38,6 +38,7 @@ def test_train_record_is_complete(framework: str) -> None:
     assert [p["name"] for p in record["phases"]] == list(PHASES["train"])
     assert record["framework"]["param_count"] == record["model"]["param_count"] == 313_617
     assert record["framework"]["versions"] and record["worker"]["env_set"] is not None
+    assert record["shared_settings"]["optimizer"] == {"sgd": {"learning_rate": 0.01, "momentum": 0.0}}
     assert record["run"]["git_commit"] and record["worker"]["host_peak_resettable"]
     for measured in record["phases"]:
         host = measured["host"]
