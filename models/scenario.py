@@ -85,11 +85,16 @@ class Scenario:
                 f" allocator={self.allocator}")
 
     @property
-    def variant(self) -> str:
-        """The framework and whatever run setting differs from the defaults: one column of a report."""
+    def variant_parts(self) -> list[str]:
+        """The framework and whatever run setting differs from the defaults."""
         extras = [self.allocator if self.allocator != "default" else "",
                   self.cuda_module_loading if self.cuda_module_loading != "LAZY" else ""]
-        return " ".join([self.framework, *filter(None, extras)])
+        return [self.framework, *filter(None, extras)]
+
+    @property
+    def variant(self) -> str:
+        """One column of a report."""
+        return " ".join(self.variant_parts)
 
     @property
     def allocator_settings(self) -> dict:

@@ -33,7 +33,7 @@ def summary(record: dict) -> str:
 
 def scenario_id(scenario: Scenario) -> str:
     """framework-model-kind, then whatever differs from the defaults, for `pytest -k`."""
-    framework, *extras = scenario.variant.split(" ")
+    framework, *extras = scenario.variant_parts
     return "-".join([framework, scenario.model, scenario.kind, *extras])
 
 

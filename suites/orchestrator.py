@@ -31,10 +31,15 @@ DEFAULT_TIMEOUT_S = 600.0
 WORKER_SETTINGS = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+def set_variables(scenario: Scenario | None = None) -> dict[str, str]:
+    """What the suite sets on purpose: our settings and the scenario's allocator variables."""
+    return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {})
+
+
 def worker_environment(scenario: Scenario | None = None) -> dict[str, str]:
-    """The allowlist, our settings, and the scenario's allocator variables, set before any import."""
+    """The allowlist plus `set_variables`: the worker's whole environment, fixed before any import."""
     inherited = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-    return inherited | WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {})
+    return inherited | set_variables(scenario)
 
 
 def _nvml_source(scenario: Scenario) -> tuple[nvml.NvmlSource | None, str]:
@@ -103,9 +108,8 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
                 returncode, timed_out = process.wait(), True
         wall = time.monotonic() - start
         record, output_tail = _read_record(out, scenario), _tail(log)
-    if sampler and source:
-        samples = sampler.stop()
-        record["nvml"] = nvml.attribute(samples, baseline, record["phases"], sampler.read_seconds)
+    if sampler and baseline and source:  # all three or none
+        record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
         record["nvml"]["gpu"] = source.describe()
         source.close()
         for warning in record["nvml"]["warnings"]:
@@ -124,7 +128,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
         "orchestrator_python": sys.version.split()[0],
-        "env_set": WORKER_SETTINGS | scenario.allocator_settings["env"],
+        "env_set": set_variables(scenario),
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }
