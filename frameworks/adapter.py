@@ -73,8 +73,8 @@ class Adapter(ABC):
         """Does what the framework's idiom does before the first step; returns notes for the record."""
 
     @abstractmethod
-    def train_step(self) -> float:
-        """One optimizer step on the batch; returns the loss (which also synchronizes)."""
+    def train_step(self) -> dict[str, float]:
+        """One optimizer step on the batch; returns notes with the loss (reading it also synchronizes)."""
 
     @abstractmethod
     def infer(self) -> None:
@@ -92,6 +92,15 @@ class Adapter(ABC):
 
     def counters(self) -> dict[str, dict]:
         """The allocator's own figures for the device, each with its semantics (see models.record)."""
+        return {}
+
+    def tensor_bytes(self) -> dict[str, int | None]:
+        """Bytes of the model's own tensors held now, by category; None where the framework does not expose
+        them (gradients that live only inside a compiled step). The measured side of the breakdown."""
+        return {}
+
+    def framework_estimate(self) -> dict[str, object]:
+        """The framework's own prediction of the peak, where it has one that needs no measurement run."""
         return {}
 
     def is_oom(self, error: BaseException) -> bool:

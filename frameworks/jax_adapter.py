@@ -116,9 +116,9 @@ class JaxAdapter(Adapter):
         return {"what": "optimizer state created; train step and forward lowered and compiled ahead of time",
                 "memory_analysis": plans}
 
-    def train_step(self) -> float:
+    def train_step(self) -> dict[str, float]:
         self.params, self.opt_state, loss = self.step(self.params, self.opt_state, self.inputs, self.targets)
-        return float(loss)
+        return {"loss": float(loss)}
 
     def infer(self) -> None:
         self.forward_compiled(self.params, self.inputs).block_until_ready()
@@ -144,6 +144,16 @@ class JaxAdapter(Adapter):
             }
         return figures
 
+    def tensor_bytes(self) -> dict[str, int | None]:
+        if getattr(self, "params", None) is None:
+            return {}
+        return {
+            "weights": _nbytes(self.params),
+            "gradients": None,  # they live only inside the compiled step
+            "optimizer_state": _nbytes(getattr(self, "opt_state", ())),
+            "inputs": _nbytes([self.inputs, self.targets]),
+        }
+
     def is_oom(self, error: BaseException) -> bool:
         return super().is_oom(error) or "RESOURCE_EXHAUSTED" in str(error) or "Out of memory" in str(error)
 
@@ -157,6 +167,10 @@ class JaxAdapter(Adapter):
 
     def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
         return float(self.loss_of(self.params, jax.numpy.asarray(batch), jax.numpy.asarray(target)))
+
+
+def _nbytes(tree: object) -> int:
+    return sum(leaf.nbytes for leaf in jax.tree.leaves(tree))
 
 
 def _plan(compiled: jax.stages.Compiled) -> dict[str, dict]:

@@ -6,6 +6,7 @@ machines); the record notes what it chose. Tracing happens at the first call, no
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from frameworks.adapter import Adapter
@@ -18,6 +19,11 @@ if TYPE_CHECKING:
     import keras
     import numpy as np
     import tensorflow as tf
+
+
+def _nbytes(tensors: list) -> int:
+    """Keras variables give their dtype as a name, tensors as a DType: tf.as_dtype takes both."""
+    return sum(math.prod(t.shape) * tf.as_dtype(t.dtype).size for t in tensors)
 
 
 class TensorflowAdapter(Adapter):
@@ -90,9 +96,9 @@ class TensorflowAdapter(Adapter):
         return {"what": "model.compile: optimizer state and the traced step come at the first step",
                 "jit_compile": bool(self.model.jit_compile)}
 
-    def train_step(self) -> float:
+    def train_step(self) -> dict[str, float]:
         with tf.device(self.device_name):
-            return float(self.model.train_on_batch(self.inputs, self.targets))
+            return {"loss": float(self.model.train_on_batch(self.inputs, self.targets))}
 
     def infer(self) -> None:
         with tf.device(self.device_name):
@@ -116,6 +122,17 @@ class TensorflowAdapter(Adapter):
         info = tf.config.experimental.get_memory_info(self.device_name)
         return {"allocator_peak": counter(info["peak"], PEAK_SINCE_PHASE_START),
                 "allocator_current": counter(info["current"], AT_PHASE_END)}
+
+    def tensor_bytes(self) -> dict[str, int | None]:
+        if not hasattr(self, "model"):
+            return {}
+        optimizer = self.model.optimizer if self.model.compiled else None
+        return {
+            "weights": _nbytes(self.model.weights),
+            "gradients": None,  # they live only inside the traced step
+            "optimizer_state": _nbytes(optimizer.variables) if optimizer is not None else 0,
+            "inputs": _nbytes([self.inputs, self.targets]),
+        }
 
     def is_oom(self, error: BaseException) -> bool:
         return super().is_oom(error) or type(error).__name__ == "ResourceExhaustedError"

@@ -23,6 +23,10 @@ def _channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], shape[-1], *shape[1:-1]) if len(shape) == 4 else shape
 
 
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
 class TorchAdapter(Adapter):
     name = "torch"
 
@@ -107,12 +111,27 @@ class TorchAdapter(Adapter):
         self.model.train()
         return {"mode": "eager", "what": "optimizer created; gradients and its state are allocated at the first step"}
 
-    def train_step(self) -> float:
+    def _step(self) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.loss_fn(self.model(self.inputs), self.targets)
         loss.backward()
         self.optimizer.step()
-        return loss.item()
+        return loss
+
+    def train_step(self) -> dict[str, float]:
+        """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward."""
+        owned = {t.untyped_storage().data_ptr() for t in (*self.model.parameters(), self.inputs, self.targets)}
+        saved: dict[int, int] = {}
+
+        def pack(tensor: torch.Tensor) -> torch.Tensor:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in owned:
+                saved[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            loss = self._step()
+        return {"loss": loss.item(), "saved_activation_bytes": sum(saved.values())}
 
     def infer(self) -> None:
         self.model.eval()
@@ -140,6 +159,44 @@ class TorchAdapter(Adapter):
             "allocated": counter(cuda.memory_allocated(self.device), AT_PHASE_END),
             "reserved": counter(cuda.memory_reserved(self.device), AT_PHASE_END),
         }
+
+    def tensor_bytes(self) -> dict[str, int | None]:
+        if not hasattr(self, "model"):
+            return {}
+        params = list(self.model.parameters())
+        state = getattr(self, "optimizer", None)
+        return {
+            "weights": sum(_nbytes(p) for p in params),
+            "gradients": sum(_nbytes(p.grad) for p in params if p.grad is not None),
+            "optimizer_state": sum(_nbytes(value) for per_param in (state.state.values() if state else ())
+                                   for value in per_param.values() if isinstance(value, torch.Tensor)),
+            "inputs": _nbytes(self.inputs) + _nbytes(self.targets),
+        }
+
+    def framework_estimate(self) -> dict[str, object]:
+        """torch.distributed._tools.mem_tracker on a FakeTensor replica: the peak by category, no memory used."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.distributed._tools.mem_tracker import MemTracker
+
+        with FakeTensorMode():
+            replica = type(self)(self.scenario)
+            replica.device = self.device
+            replica.build()
+            replica.compile()
+            tracker = MemTracker()
+            tracker.track_external(replica.model, replica.inputs, *([replica.optimizer] if self.scenario.kind == "train"
+                                                                     else []))
+            with tracker:
+                if self.scenario.kind == "train":
+                    replica._step()
+                else:
+                    with torch.no_grad():
+                        replica.model(replica.inputs)
+        peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
+        return {"mem_tracker": {"phase": "train_step_1" if self.scenario.kind == "train" else "inference",
+                                "peak_bytes": int(peak["Total"]),
+                                "by_category": {str(getattr(k, "value", k)): int(v) for k, v in peak.items()
+                                                if k != "Total"}}}
 
     def is_oom(self, error: BaseException) -> bool:
         return (super().is_oom(error) or type(error).__name__ == "OutOfMemoryError"

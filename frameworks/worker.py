@@ -17,15 +17,13 @@ import os
 import platform
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from models.catalogue import get_model
-from models.record import RUNNING, SCHEMA_VERSION, atomic_write_json
+from models.record import RUNNING, SCHEMA_VERSION, atomic_write_json, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
 CALIBRATION_HOLD_S = 0.5
@@ -37,15 +35,6 @@ def load_adapter(scenario: Scenario) -> Adapter:
     adapter_class = next(value for value in vars(module).values()
                          if isinstance(value, type) and issubclass(value, Adapter) and value is not Adapter)
     return adapter_class(scenario)
-
-
-def one_line(error: BaseException) -> str:
-    """The error in one line; where it says nothing, where it was raised."""
-    text = " ".join(str(error).split())
-    if not text and error.__traceback__:
-        frame = traceback.extract_tb(error.__traceback__)[-1]
-        text = f"raised at {Path(frame.filename).name}:{frame.lineno} ({frame.line})"
-    return f"{type(error).__name__}: {text}"[:500]
 
 
 class PhaseRunner:
@@ -80,6 +69,7 @@ class PhaseRunner:
             "host": {"peak_rss": self.host.peak(), "start_rss_bytes": start_rss, "end_rss_bytes": end_rss,
                      **self.host.rss_split()},
             "allocator": self.adapter.counters(),
+            "tensors": self.adapter.tensor_bytes(),
             "notes": notes,
         })
         atomic_write_json(self.out, self.record)
@@ -112,9 +102,6 @@ def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], d
         adapter.build()
         framework["param_count"] = adapter.param_count()
 
-    def train_step() -> dict:
-        return {"loss": adapter.train_step()}
-
     def allocate() -> dict:
         held = adapter.allocate(CALIBRATION_BYTES)
         time.sleep(CALIBRATION_HOLD_S)  # long enough for many NVML samples
@@ -122,7 +109,8 @@ def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], d
         return {"allocated_bytes": CALIBRATION_BYTES}
 
     return {"import": import_framework, "context": context, "build": build, "compile": adapter.compile,
-            "train_step_1": train_step, "train_step_2": train_step, "inference": adapter.infer, "allocate": allocate}
+            "train_step_1": adapter.train_step, "train_step_2": adapter.train_step, "inference": adapter.infer,
+            "allocate": allocate}
 
 
 def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
@@ -151,12 +139,21 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
             runner.run(name, actions[name])
         record["status"] = "ok"
         record["current_phase"] = None
+        record["framework_estimate"] = framework_estimate(adapter)
     except BaseException as error:  # a failure is a result: record it, then leave non-zero
         record["status"] = "oom" if adapter.is_oom(error) else "error"
         record["failure"] = {"phase": runner.current, "message": one_line(error)}
     record["worker"]["host_peak_resettable"] = runner.host.resettable
     atomic_write_json(out, record)
     return 0 if record["status"] == "ok" else 1
+
+
+def framework_estimate(adapter: Adapter) -> dict[str, object]:
+    """The framework's own estimate, made after every phase is measured so it perturbs none of them."""
+    try:
+        return adapter.framework_estimate()
+    except Exception as error:  # an estimator that fails is a note, not a failed measurement
+        return {"error": one_line(error)}
 
 
 def built(scenario: Scenario) -> Adapter:

@@ -49,6 +49,17 @@ def heatmap68() -> ModelSpec:
                      description="story 1: fully convolutional, 256x256x3 in, 68x64x64 heatmaps out")
 
 
+def probe() -> ModelSpec:
+    """One layer of each kind at minimal size: its memory is each framework's fixed cost per phase.
+
+    Every suite runs it first; what it measures beyond its few tensors becomes the measured constants
+    the estimate adds (suites.constants).
+    """
+    layers = (Conv2D(2), ReLU(), MaxPool2D(2), Flatten(), Dense(1))
+    return ModelSpec("probe", (8, 8, 1), layers, "mse", default_batch=1,
+                     description="overhead probe: one small layer of each kind, for the measured constants")
+
+
 def plain(depth: int) -> ModelSpec:
     """Depth family for sweeps: `depth` 3x3 convs with ReLU at width 64 on 32x32, a small head."""
     body = tuple(layer for _ in range(depth) for layer in (Conv2D(64), ReLU()))
@@ -62,6 +73,7 @@ CATALOGUE: dict[str, Callable[[], ModelSpec]] = {
     "keras-small": keras_small,
     "vgg16": vgg16,
     "heatmap68": heatmap68,
+    "probe": probe,
 }
 FAMILIES = {"plain-N": (re.compile(r"plain-(\d+)"), plain)}
 EXAMPLE_FAMILY_MEMBERS = ("plain-8",)

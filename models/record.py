@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import traceback
 from pathlib import Path
 
 SCHEMA_VERSION = 1
@@ -26,6 +27,15 @@ def atomic_write_json(path: str | Path, data: object) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def one_line(error: BaseException) -> str:
+    """The error in one line, for a record's failure message; where it says nothing, where it was raised."""
+    text = " ".join(str(error).split())
+    if not text and error.__traceback__:
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        text = f"raised at {Path(frame.filename).name}:{frame.lineno} ({frame.line})"
+    return f"{type(error).__name__}: {text}"[:500]
 
 
 def phase(record: dict, name: str) -> dict | None:

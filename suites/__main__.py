@@ -1,4 +1,4 @@
-"""Command line: `python -m suites run|models|bench|report ...`.
+"""Command line: `python -m suites run|models|estimate|bench|report ...`.
 
 Bad input is one line on stderr naming the valid choices, exit status 2, and nothing written.
 """
@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import NoReturn
 
 from models.allocators import CUDA_MODULE_LOADING, mode_names
-from models.catalogue import listed_models
+from models.catalogue import get_model, listed_models
+from models.estimate import estimate
 from models.record import atomic_write_json
-from models.scenario import DEVICES, OPTIMIZERS, SCENARIO_KINDS, Scenario
-from models.spec import SpecError
+from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
+from models.spec import SpecError, load_spec_file
 from suites.registry import SetupError, frameworks
 
 USAGE_ERROR = 2
@@ -54,6 +55,19 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _estimate(args: argparse.Namespace) -> int:
+    from suites import constants, device, explain
+
+    spec = load_spec_file(args.model_file) if args.model_file else get_model(args.model)
+    if args.batch is not None and args.batch <= 0:
+        raise SpecError(f"batch must be a positive integer, got {args.batch}")
+    resolved = device.resolve(args.device)
+    analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved)
+    known = constants.lookup(constants.load(resolved), args.framework, args.scenario) if args.framework else None
+    print(explain.render(analytic, known, str(constants.path(resolved).relative_to(constants.RESULTS.parent))))
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from suites.bench import run_suite
 
@@ -89,6 +103,18 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(action=_run)
 
     commands.add_parser("models", help="the catalogue with parameter counts").set_defaults(action=_models)
+
+    guess = commands.add_parser("estimate", help="what a scenario will hold per phase, from the spec alone")
+    model = guess.add_mutually_exclusive_group(required=True)
+    model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
+    model.add_argument("--model-file", help="a JSON spec file")
+    guess.add_argument("--batch", type=int, help="default: the model's own")
+    guess.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
+    guess.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
+    guess.add_argument("--framework", choices=frameworks(), help="its rules and measured constants; default: neutral")
+    guess.add_argument("--dtype", default="float32", choices=DTYPES)
+    guess.add_argument("--device", default="auto", choices=DEVICES)
+    guess.set_defaults(action=_estimate)
 
     bench = commands.add_parser("bench", help="run a suite, write results/<suite>-<device>.json, plot and report")
     bench.add_argument("--suite", default="default")

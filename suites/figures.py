@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from models.record import phase as named_phase
+
 # The allocator's own peak, in the order the adapters name it (torch, TensorFlow, JAX).
 ALLOCATOR_PEAKS = ("reserved_peak", "allocator_peak", "peak_bytes_in_use")
+# The bytes handed to tensors at most (torch's reserved peak also counts its cache).
+ALLOCATED_PEAKS = ("allocated_peak", "allocator_peak", "peak_bytes_in_use")
 
 
 def driver_peak(phase: dict, device: str) -> tuple[int | None, str]:
@@ -24,6 +28,21 @@ def allocator_peak(phase: dict) -> tuple[int | None, str]:
             figure = phase["allocator"][name]
             return figure["bytes"], f"{name} ({figure['semantics']})"
     return None, "no allocator peak"
+
+
+def allocated_peak(phase: dict) -> tuple[int | None, str | None]:
+    """The most bytes the allocator handed to tensors, and the counter's semantics (reset or cumulative)."""
+    for name in ALLOCATED_PEAKS:
+        if name in phase["allocator"]:
+            return phase["allocator"][name]["bytes"], phase["allocator"][name]["semantics"]
+    return None, None
+
+
+def baseline(record: dict, device: str) -> int | None:
+    """The driver's figure for the context phase: the interpreter, the framework and the device runtime,
+    before any model exists. Phase rises are measured above it."""
+    context = named_phase(record, "context")
+    return driver_peak(context, device)[0] if context else None
 
 
 def headline(phase: dict, device: str) -> tuple[int, str]:

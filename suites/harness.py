@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from models.scenario import Scenario
+from suites import constants
 from suites.figures import headline
 from suites.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
 
@@ -45,6 +46,8 @@ def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
         record = benchmark.pedantic(run_scenario, args=(scenario,), kwargs={"timeout": timeout},
                                     rounds=1, iterations=1)
         run_files(suite, scenario.device).add(record)
+        if scenario.model == constants.PROBE:
+            constants.update(record)
         benchmark.extra_info["record"] = record
         record_property("footprint", summary(record))
         if record["status"] in NEEDS_A_LOOK:

@@ -16,9 +16,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from models.record import RUNNING, SCHEMA_VERSION, STATUSES
+from models.record import RUNNING, SCHEMA_VERSION, STATUSES, one_line
 from models.scenario import Scenario
-from suites import device, environment, nvml
+from suites import accounting, constants, device, environment, nvml
 from suites.registry import ROOT, interpreter
 
 # Inherited from the caller; everything else the worker sees is set on purpose.
@@ -132,4 +132,9 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }
+    try:
+        record |= accounting.account(record, constants.load(scenario.device))
+    except Exception as error:  # never lose a measurement to the arithmetic beside it
+        record["accounting_error"] = one_line(error)
+        print(f"footprint: warning: {scenario.label}: no estimate: {record['accounting_error']}", file=sys.stderr)
     return record

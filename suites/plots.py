@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from models.scenario import PHASES, Scenario  # noqa: E402
+from suites import errors  # noqa: E402
 from suites.figures import allocator_peak, driver_peak, headline  # noqa: E402
 
 MIB = 2**20
@@ -109,6 +110,32 @@ def allocator_modes(run: dict, path: Path) -> Path:
     what = f"{driver} peak (pale) vs allocator peak (solid) per phase and mode"
     names = [f"C{i}: mode {i + 1} of the panel" for i in range(max(len(frameworks), 1))]
     return _finish(figure, run, what, names, path)
+
+
+def estimate_vs_measured(run: dict, path: Path) -> Path:
+    """One panel per view: each phase's estimate against its measurement, log-log, with y = x and +-25 %."""
+    found = [row for row in errors.rows(run) if row.source == "footprint" and row.measured > 0]
+    views = [view for view in errors.VIEW_NAMES if any(row.view == view for row in found)]
+    frameworks = list(dict.fromkeys(row.framework for row in found))
+    models = list(dict.fromkeys(row.model for row in found))
+    figure, axes = _grid(1, len(views))
+    for axis, view in zip(axes[0], views, strict=True):
+        chosen = [row for row in found if row.view == view]
+        for row in chosen:
+            axis.scatter(row.measured / MIB, max(row.estimate, 1) / MIB, color=f"C{frameworks.index(row.framework)}",
+                         marker="os^vDP"[models.index(row.model) % 6], s=28, alpha=0.8)
+        low = min(min(r.measured, max(r.estimate, 1)) for r in chosen) / MIB / 1.5
+        high = max(max(r.measured, r.estimate) for r in chosen) / MIB * 1.5
+        for factor, style in ((1.0, "-"), (1.25, ":"), (0.75, ":")):
+            axis.plot([low, high], [low * factor, high * factor], style, color="grey", linewidth=0.8)
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.set_xlabel(f"measured: {errors.VIEW_NAMES[view]} (MiB)")
+        axis.set_ylabel("estimate (MiB)")
+        axis.set_title(f"{view}: markers " + ", ".join(f"{'os^vDP'[i % 6]} {m}" for i, m in enumerate(models)),
+                       fontsize=9)
+        axis.grid(alpha=0.3)
+    return _finish(figure, run, "estimate vs measurement per phase (lines: equal, +-25 %)", frameworks, path)
 
 
 PLOTS = {"default": phase_peaks, "allocators": allocator_modes}

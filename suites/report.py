@@ -6,7 +6,7 @@ from pathlib import Path
 
 from models.record import phase
 from models.scenario import PHASES
-from suites import plots, runfile
+from suites import errors, plots, runfile
 from suites.figures import headline
 
 
@@ -54,6 +54,7 @@ def markdown(run: dict) -> str:
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines += _allocator_rows(records, kind)
         lines += _nvml_rows(records, kind)
+        lines += _estimate_rows(records, kind)
         lines.append("| allocator mode | " + " | ".join(
             r.get("allocator", {}).get("mode", "default")
             + ("" if r.get("allocator", {}).get("applicable", True) else " (not applicable: CPU)")
@@ -63,8 +64,59 @@ def markdown(run: dict) -> str:
         lines.append("| framework's parameter count | " + " | ".join(
             f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
             for r in records) + " |")
+    lines += _error_summary(run)
     return "\n".join(lines) + "\n"
 
+
+def _estimate_rows(records: list[dict], kind: str) -> list[str]:
+    """Per phase the estimate against the measurement in each view, then the floor and the peak's breakdown."""
+    rows = []
+    for name in PHASES[kind]:
+        cells = []
+        for record in records:
+            views = record.get("comparison", {}).get(name, {})
+            parts = [f"{view}: {_mib(figures['estimate'])} vs {_mib(figures['measured'])} "
+                     f"({figures['relative_error']:+.0%})"
+                     + (f"; own {_mib(figures['framework_estimate'])} ({figures['framework_relative_error']:+.0%})"
+                        if "framework_estimate" in figures else "")
+                     for view, figures in views.items() if "estimate" in figures]
+            cells.append("<br>".join(parts) or "-")
+        if any(cell != "-" for cell in cells):
+            rows.append(f"| {name}: estimate vs measured | " + " | ".join(cells) + " |")
+    rows.append("| peak / floor | " + " | ".join(
+        f"{r['floor']['ratio']:,.2f}x ({r['floor'].get('ratio_over_context', 0):,.2f}x over the context); "
+        f"floor {_mib(r['floor']['bytes'])}" if "ratio" in r.get("floor", {}) else "-" for r in records) + " |")
+    rows.append("| where the peak goes | " + " | ".join(_breakdown_cell(r) for r in records) + " |")
+    return rows
+
+
+def _breakdown_cell(record: dict) -> str:
+    """The breakdown of the phase with the highest driver peak; m = measured, d = derived, p = static plan."""
+    parts = record.get("breakdown", {})
+    if not parts:
+        return "-"
+    name = max(parts, key=lambda phase_name: sum(p["bytes"] for p in parts[phase_name].values()))
+    mark = {"measured": "m", "derived": "d"}
+    return f"{name}: " + ", ".join(f"{category} {_mib(part['bytes'])} {mark.get(part['basis'], 'p')}"
+                                   for category, part in parts[name].items() if part["bytes"])
+
+
+def _error_summary(run: dict) -> list[str]:
+    """Median and max absolute relative error of the estimate per framework and view, without the probe."""
+    summary = errors.summary(errors.rows(run))
+    if not summary:
+        return []
+    lines = ["", "## Estimate vs measurement", "",
+             "Estimate = the analytic bytes of `python -m suites estimate` plus the measured constants of the probe "
+             "model (results/constants-<device>.json). Views: *driver* = the phase's peak above the context phase "
+             "(host RSS on the CPU, NVML on a GPU); *allocator* = the framework allocator's peak. *framework* rows "
+             "use the framework's own estimate (JAX's compiled memory_analysis(), torch's mem_tracker) with the "
+             "same constants. Absolute relative error over every phase after the context, probe excluded.", "",
+             "| framework | view | estimate | phases | median error | max error |", "|---|---|---|---:|---:|---:|"]
+    for (framework, view, source), figures in summary.items():
+        lines.append(f"| {framework} | {view} | {source} | {figures['n']} | {figures['median']:.1%} | "
+                     f"{figures['max']:.1%} |")
+    return lines
 
 def _allocator_rows(records: list[dict], kind: str) -> list[str]:
     """The frameworks' own figures (MiB, with their semantics), one row per phase that has any."""
@@ -105,4 +157,7 @@ def render(path: Path) -> list[Path]:
     report = path.with_suffix(".md")
     report.write_text(markdown(run))
     plot = plots.PLOTS.get(run["suite"], plots.phase_peaks)
-    return [plot(run, path.with_suffix(".png")), report]
+    written = [plot(run, path.with_suffix(".png")), report]
+    if errors.rows(run):
+        written.append(plots.estimate_vs_measured(run, path.with_name(f"{path.stem}-estimate.png")))
+    return written

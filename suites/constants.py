@@ -1,0 +1,104 @@
+"""The estimate's measured constants: what each framework holds beyond the model's own tensors.
+
+A spec cannot say how much the interpreter, the framework's runtime, its compiled code or a GPU
+library's workspace take. The probe model (one small layer of each kind) runs first in every suite;
+per framework, scenario kind and phase, its measured figure minus its few analytic tensor bytes is
+that framework's fixed cost on this device. They are kept in results/constants-<device>.json with
+where, when and with which versions they were measured, and always labelled as measured.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from models.estimate import Estimate, estimate
+from models.record import PEAK_SINCE_PROCESS_START, SCHEMA_VERSION, atomic_write_json
+from models.scenario import Scenario
+from suites import device, environment, figures
+from suites.runfile import RESULTS
+
+PROBE = "probe"
+KIND = "footprint.constants"
+VIEWS = ("driver", "allocator")
+
+
+def path(resolved_device: str) -> Path:
+    return RESULTS / f"constants-{resolved_device}.json"
+
+
+def analytic_estimate(scenario: Scenario) -> Estimate:
+    return estimate(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, scenario.dtype,
+                    scenario.framework, scenario.device)
+
+
+def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per phase after the context and per view, (measured bytes, the analytic bytes it is compared with).
+
+    driver: the phase's peak above the context phase (host RSS on the CPU, NVML on a GPU).
+    allocator: the allocator's peak of bytes handed to tensors; a cumulative counter is compared with the
+    highest estimate so far, since it cannot forget an earlier phase's peak.
+    """
+    resolved = record["scenario"]["device"]
+    base = figures.baseline(record, resolved)
+    views: dict[str, dict[str, tuple[int, int]]] = {}
+    highest = 0
+    for measured in record.get("phases", []):
+        predicted = analytic.phase(measured["name"])
+        if predicted is None or measured["name"] in ("import", "context"):
+            continue
+        highest = max(highest, predicted.total)
+        found: dict[str, tuple[int, int]] = {}
+        driver, _ = figures.driver_peak(measured, resolved)
+        if driver is not None and base is not None:
+            found["driver"] = (driver - base, predicted.total)
+        allocated, semantics = figures.allocated_peak(measured)
+        if allocated is not None:
+            found["allocator"] = (allocated, highest if semantics == PEAK_SINCE_PROCESS_START else predicted.total)
+        views[measured["name"]] = found
+    return views
+
+
+def from_probe(record: dict) -> dict:
+    """One probe record's constants: the context, and per phase and view the bytes beyond the tensors."""
+    scenario = Scenario.from_dict(record["scenario"])
+    views = measured_views(record, analytic_estimate(scenario))
+    return {
+        "context": figures.baseline(record, scenario.device),
+        "phases": {name: {view: measured - tensors for view, (measured, tensors) in found.items()}
+                   for name, found in views.items()},
+        "versions": record["framework"].get("versions", {}),
+        "git_commit": record.get("run", {}).get("git_commit"),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def load(resolved_device: str, source: Path | None = None) -> dict | None:
+    """The device's constants, or None where no probe has run on it."""
+    source = source or path(resolved_device)
+    try:
+        data = json.loads(source.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if data.get("kind") == KIND and data.get("schema_version") == SCHEMA_VERSION else None
+
+
+def update(record: dict, target: Path | None = None) -> None:
+    """Stores a finished probe's constants, replacing that framework's and kind's earlier ones."""
+    if record["status"] != "ok":
+        return
+    scenario = Scenario.from_dict(record["scenario"])
+    target = target or path(scenario.device)
+    data = load(scenario.device, target) or {
+        "schema_version": SCHEMA_VERSION, "kind": KIND, "device": scenario.device,
+        "device_description": device.describe(scenario.device), "machine": environment.machine(),
+        "model": PROBE, "frameworks": {},
+    }
+    data["frameworks"].setdefault(scenario.framework, {})[scenario.kind] = from_probe(record)
+    atomic_write_json(target, data)
+
+
+def lookup(constants: dict | None, framework: str, kind: str) -> dict | None:
+    """The constants for one framework and scenario kind, or None where they were never measured."""
+    return ((constants or {}).get("frameworks", {}).get(framework) or {}).get(kind)

@@ -1,0 +1,134 @@
+"""The analytic estimate: hand counts, its arithmetic, and its rules checked against real frameworks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from models.catalogue import get_model
+from models.estimate import RULES, activations, estimate, hand_count
+from models.record import phase
+from models.scenario import Scenario
+from suites import accounting, constants, figures
+from suites.orchestrator import run_scenario
+from suites.registry import ROOT
+from tests.conftest import FRAMEWORKS, run_cli
+
+# CS231n's VGG-16 table, one entry per layer output (ReLU in place), input first.
+CS231N_VGG16 = ([224 * 224 * 3] + [224 * 224 * 64] * 2 + [112 * 112 * 64] + [112 * 112 * 128] * 2 + [56 * 56 * 128]
+                + [56 * 56 * 256] * 3 + [28 * 28 * 256] + [28 * 28 * 512] * 3 + [14 * 14 * 512]
+                + [14 * 14 * 512] * 3 + [7 * 7 * 512] + [4096, 4096, 1000])
+
+
+def test_vgg16_hand_count_is_cs231n_per_layer_table() -> None:
+    spec = get_model("vgg16")
+    assert hand_count(spec) == sum(CS231N_VGG16) == 15_237_608  # the notes' own rows; their "24M" total is not
+    assert spec.param_count == 138_357_544
+    infer = estimate(spec, "infer", 1, framework=None)
+    assert infer.phase("inference").items["weights"] == 138_357_544 * 4
+    # inference holds one layer's input and output at once: the largest pair is 224x224x64 in and out
+    assert infer.phase("inference").items["transient"] == 2 * 224 * 224 * 64 * 4
+
+
+def test_keras200m_weights_and_adam() -> None:
+    train = estimate(get_model("keras200m"), "train", 1, "adam", framework="torch")
+    step = train.phase("train_step_1").items
+    assert step["weights"] == 826_152_612 and step["gradients"] == 826_152_612
+    assert step["optimizer_state"] == 2 * 826_152_612
+    largest = 3 * 3 * 1024 * 1024 * 4
+    assert step["update_temporaries"] == 2 * largest  # torch's per-tensor Adam on the CPU: sqrt, then divide
+
+
+def test_batch_scales_activations_not_weights() -> None:
+    spec = get_model("plain-4")
+    one, eight = (estimate(spec, "train", batch, "sgd", framework="tensorflow") for batch in (1, 8))
+    assert one.phase("build").items["weights"] == eight.phase("build").items["weights"]
+    assert activations(spec, RULES["jax"], 8, 4).saved == 8 * activations(spec, RULES["jax"], 1, 4).saved
+    assert "optimizer_state" not in {k for k, v in one.phase("train_step_2").items.items() if v}  # plain SGD
+
+
+def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:
+    spec = get_model("keras-small")
+    jax, torch = (estimate(spec, "train", 10, "adam", framework=name) for name in ("jax", "torch"))
+    state = 2 * spec.weight_bytes()
+    assert jax.phase("compile").items["optimizer_state"] == state
+    assert torch.phase("compile").items["optimizer_state"] == 0
+    assert torch.phase("train_step_1").items["optimizer_state"] in (0, state)  # 0 when the backward pass peaks
+
+
+@pytest.mark.parametrize("model", ["keras-small", "heatmap68", "plain-2"])
+def test_torch_rules_match_autograd_saved_tensors(model: str) -> None:
+    """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it."""
+    record = run_scenario(Scenario.create("torch", model, device="cpu", batch=2))
+    assert record["status"] == "ok", record["failure"]
+    measured = phase(record, "train_step_1")["notes"]["saved_activation_bytes"]
+    predicted = activations(get_model(model), RULES["torch"], 2, 4).saved
+    assert abs(measured - predicted) <= 8, (measured, predicted)  # cross-entropy also keeps a 4-byte scalar
+
+
+@pytest.fixture(scope="module")
+def records() -> dict[str, dict]:
+    """One real keras-small training run per framework, with the estimate the orchestrator adds."""
+    return {framework: run_scenario(Scenario.create(framework, "keras-small", device="cpu"))
+            for framework in FRAMEWORKS}
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_record_carries_estimate_error_breakdown_and_floor(records: dict[str, dict], framework: str) -> None:
+    record = records[framework]
+    assert record["status"] == "ok", record["failure"]
+    assert record["estimate"]["rules"] == framework and record["estimate"]["phases"]["build"]["total"] > 0
+    base = figures.baseline(record, "cpu")
+    for name in ("build", "compile", "train_step_1", "train_step_2", "inference"):
+        driver = record["comparison"][name]["driver"]
+        assert driver["measured"] == figures.driver_peak(phase(record, name), "cpu")[0] - base
+        if "estimate" in driver:
+            assert driver["relative_error"] == pytest.approx((driver["estimate"] - driver["measured"])
+                                                             / driver["measured"], abs=1e-4)
+        parts = record["breakdown"][name]
+        assert sum(part["bytes"] for part in parts.values()) == figures.driver_peak(phase(record, name), "cpu")[0]
+        assert parts["weights"] == {"bytes": 313_617 * 4, "basis": "measured",
+                                    "source": "the framework's tensors at the end of the phase"}
+    assert record["floor"]["ratio"] == pytest.approx(record["floor"]["peak_bytes"] / record["floor"]["bytes"], 1e-3)
+
+
+def test_tensorflow_allocator_view_and_framework_estimates(records: dict[str, dict]) -> None:
+    step = records["tensorflow"]["comparison"]["train_step_2"]["allocator"]
+    assert step["measured"] > 0 and step["tensors"] > 0
+    plan = phase(records["jax"], "compile")["notes"]["memory_analysis"]["train_step"]
+    own = accounting.framework_tensors(records["jax"])["train_step_1"]
+    assert own == (plan["argument"]["bytes"] + plan["temp"]["bytes"] + plan["output"]["bytes"]
+                   - plan["alias"]["bytes"], "jax: compiled memory_analysis()")
+    tracker = records["torch"]["framework_estimate"]["mem_tracker"]
+    assert tracker["phase"] == "train_step_1" and tracker["by_category"]["Parameter"] == 313_617 * 4
+
+
+def test_probe_constants_are_measured_minus_analytic(tmp_path) -> None:  # noqa: ANN001
+    record = run_scenario(Scenario.create("torch", constants.PROBE, device="cpu"))
+    target = tmp_path / "constants-cpu.json"
+    constants.update(record, target)
+    known = constants.lookup(constants.load("cpu", target), "torch", "train")
+    analytic = constants.analytic_estimate(Scenario.from_dict(record["scenario"]))
+    assert known["context"] == figures.baseline(record, "cpu")
+    for name in ("build", "train_step_2"):
+        rise = figures.driver_peak(phase(record, name), "cpu")[0] - known["context"]
+        assert known["phases"][name]["driver"] == rise - analytic.phase(name).total
+    again = accounting.account(record, constants.load("cpu", target))
+    assert again["comparison"]["build"]["driver"]["relative_error"] == 0.0  # why the probe is left out of errors
+
+
+def test_estimate_command_needs_no_framework() -> None:
+    code = ("import sys; from suites.__main__ import main; main(['estimate', '--model', 'vgg16', '--batch', '1', "
+            "'--scenario', 'infer', '--device', 'cpu']); "
+            "assert not {'torch', 'tensorflow', 'jax', 'keras'} & set(sys.modules), sorted(sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "15,237,608 activation values" in done.stdout and "138,357,544 parameters" in done.stdout
+    assert "61.0 MB per example forward" in done.stdout
+
+
+def test_estimate_command_bad_input_is_one_line() -> None:
+    done = run_cli("estimate", "--model", "keras200m", "--batch", "-3")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "batch" in done.stderr
