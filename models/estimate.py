@@ -30,7 +30,7 @@ class Rules:
     optimizer_state_phase: str  # the phase in which the optimizer state is allocated
     keeps_gradients: bool  # gradients stay allocated after the step, until the next one clears them
     streams_gradients: bool  # each update runs as soon as its gradient exists, so few are live at once
-    init_copies: int  # temporaries of the largest parameter while it is initialized
+    init_copies: int  # temporaries of the largest random tensor (a parameter or the batch) while it is drawn
     update_temporaries: dict[tuple[str, str], tuple[str, int]]  # (optimizer, device) -> (of "largest"|"all", copies)
     why: str
 
@@ -61,7 +61,7 @@ RULES = {
             " output; Keras builds the optimizer's variables at the first train_on_batch; the traced step"
             " is a dataflow graph, so each variable's update runs once its gradient exists and gradients"
             " are not all live at once (one largest in flight); Keras's Adam update keeps two temporaries"
-            " of a variable; the initializer's random tensor and its scaled copy are two temporaries"),
+            " of a variable; drawing a random tensor (initializer or batch) makes two temporaries of it"),
     "jax": Rules(
         saves=SAVES_INPUT | {"relu": ("mask",)}, label_bytes=4, explicit_padding=False,
         optimizer_state_phase="compile", keeps_gradients=False, streams_gradients=False, init_copies=2,
@@ -69,7 +69,7 @@ RULES = {
         why="jax.vjp residuals: conv and dot keep their input, relu's jvp keeps the boolean x > 0,"
             " reduce_window max its operand; optax's state is created in compile (optimizer.init);"
             " the update is fused into the jitted step with parameters and state donated, so it adds no"
-            " temporaries; jax.random makes bits then floats: two temporaries of a parameter at build"),
+            " temporaries; jax.random makes bits then floats: two temporaries of the tensor drawn at build"),
 }
 
 
@@ -257,8 +257,9 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         if name in ("import", "context"):
             phases.append(PhaseEstimate(name, "no model yet: measured constants only"))
         elif name == "build":
-            phases.append(resting(name, "initializing the largest parameter",
-                                  {"init_temporaries": rules.init_copies * largest}))
+            drawn = max(largest, math.prod(spec.input_shape) * batch * size, labels)
+            phases.append(resting(name, "drawing the largest random tensor (a parameter or the batch)",
+                                  {"init_temporaries": rules.init_copies * drawn}))
         elif name == "compile":
             phases.append(resting(name, "model built, nothing run", {}))
         elif name.startswith("train_step"):
