@@ -6,10 +6,12 @@ idiomatic JAX training) and the forward pass, so XLA's static memory plan is in 
 
 from __future__ import annotations
 
+import functools
 from importlib import metadata
 from typing import TYPE_CHECKING
 
 from frameworks.adapter import Adapter, init_bound
+from models import techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PROCESS_START, STATIC_PLAN, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
@@ -45,8 +47,19 @@ class JaxAdapter(Adapter):
         return f"{self.device.platform}: {self.device.device_kind}"
 
     def apply(self, params: Params, inputs: jax.Array) -> jax.Array:
+        """The net; with the checkpoint technique each segment of sqrt(N) layers is a jax.checkpoint."""
+        if self.scenario.technique != "checkpoint":
+            return self._run(self.spec.layers, params, inputs)
         x = inputs
-        for layer, weights in zip(self.spec.layers, params, strict=True):
+        for segment in techniques.segments(len(self.spec.layers)):
+            layers = tuple(self.spec.layers[i] for i in segment)
+            x = jax.checkpoint(functools.partial(self._run, layers))([params[i] for i in segment], x)
+        return x
+
+    @staticmethod
+    def _run(layers: tuple, params: Params, inputs: jax.Array) -> jax.Array:
+        x = inputs
+        for layer, weights in zip(layers, params, strict=True):
             if isinstance(layer, Conv2D):
                 x = jax.lax.conv_general_dilated(x, weights["kernel"], (layer.stride,) * 2, layer.padding.upper(),
                                                  dimension_numbers=("NHWC", "HWIO", "NHWC"))
@@ -65,10 +78,29 @@ class JaxAdapter(Adapter):
         return x
 
     def loss_of(self, params: Params, inputs: jax.Array, targets: jax.Array) -> jax.Array:
-        out = self.apply(params, inputs)
+        half = {"fp16": jax.numpy.float16, "bf16": jax.numpy.bfloat16}.get(self.scenario.technique)
+        if half:  # mixed precision: fp32 master weights, cast for the computation, the loss in fp32
+            params, inputs = jax.tree.map(lambda array: array.astype(half), (params, inputs))
+        out = self.apply(params, inputs).astype(jax.numpy.float32)
         if self.spec.loss == "mse":
             return jax.numpy.mean((out - targets) ** 2)
         return optax.softmax_cross_entropy_with_integer_labels(out, targets).mean()
+
+    def _scaled_loss(self, params: Params, inputs: jax.Array, targets: jax.Array) -> jax.Array:
+        """fp16 needs loss scaling so small gradients survive; the gradients are unscaled after."""
+        return self.loss_of(params, inputs, targets) * self._loss_scale
+
+    @property
+    def _loss_scale(self) -> float:
+        return techniques.LOSS_SCALE if self.scenario.technique == "fp16" else 1.0
+
+    @property
+    def _micro_batches(self) -> int:
+        return techniques.ACCUMULATION_STEPS if self.scenario.technique == "accumulate" else 1
+
+    def _split(self, array: jax.Array) -> list[jax.Array]:
+        size = array.shape[0] // self._micro_batches
+        return [array[i * size:(i + 1) * size] for i in range(self._micro_batches)]
 
     def build(self) -> None:
         keys = iter(jax.random.split(jax.random.key(0), len(self.spec.layers) + 2))
@@ -93,9 +125,14 @@ class JaxAdapter(Adapter):
 
     def _optimizer(self) -> optax.GradientTransformation:
         settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
-        if self.scenario.optimizer == "sgd":
-            return optax.sgd(settings["learning_rate"], momentum=settings["momentum"] or None)
-        return optax.adam(settings["learning_rate"], settings["beta_1"], settings["beta_2"], settings["epsilon"])
+        if self.scenario.optimizer in ("sgd", "momentum"):
+            optimizer = optax.sgd(settings["learning_rate"], momentum=settings["momentum"] or None)
+        else:
+            optimizer = optax.adam(settings["learning_rate"], settings["beta_1"], settings["beta_2"],
+                                   settings["epsilon"])
+        if self._micro_batches > 1:  # optax's idiom: the update is applied every k calls
+            return optax.MultiSteps(optimizer, every_k_schedule=self._micro_batches)
+        return optimizer
 
     def compile(self) -> dict[str, object]:
         forward = jax.jit(self.apply).lower(self.params, self.inputs).compile()
@@ -105,22 +142,31 @@ class JaxAdapter(Adapter):
             self.opt_state = optimizer.init(self.params)
 
             def step(params: Params, opt_state: object, inputs: jax.Array, targets: jax.Array) -> tuple:
-                loss, grads = jax.value_and_grad(self.loss_of)(params, inputs, targets)
+                loss, grads = jax.value_and_grad(self._scaled_loss)(params, inputs, targets)
+                grads = jax.tree.map(lambda grad: grad / self._loss_scale, grads)
                 updates, opt_state = optimizer.update(grads, opt_state, params)
-                return optax.apply_updates(params, updates), opt_state, loss
+                return optax.apply_updates(params, updates), opt_state, loss / self._loss_scale
 
             self.step = jax.jit(step, donate_argnums=(0, 1)).lower(
-                self.params, self.opt_state, self.inputs, self.targets).compile()
+                self.params, self.opt_state, self._split(self.inputs)[0], self._split(self.targets)[0]).compile()
             plans["train_step"] = _plan(self.step)
             jax.block_until_ready(self.opt_state)
         return {"what": "optimizer state created; train step and forward lowered and compiled ahead of time",
                 "memory_analysis": plans}
 
     def train_step(self) -> dict[str, float]:
-        self.params, self.opt_state, loss = self.step(self.params, self.opt_state, self.inputs, self.targets)
-        return {"loss": float(loss)}
+        total = 0.0
+        for inputs, targets in zip(self._split(self.inputs), self._split(self.targets), strict=True):
+            self.params, self.opt_state, loss = self.step(self.params, self.opt_state, inputs, targets)
+            total += float(loss) / self._micro_batches
+        return {"loss": total}
 
     def infer(self) -> None:
+        if self.scenario.technique == "tracked":  # jax.vjp keeps the residuals a backward pass would need
+            out, pullback = jax.vjp(jax.jit(self.apply), self.params, self.inputs)
+            out.block_until_ready()
+            del pullback
+            return
         self.forward_compiled(self.params, self.inputs).block_until_ready()
 
     def allocate(self, nbytes: int) -> object:

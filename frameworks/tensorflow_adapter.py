@@ -10,7 +10,7 @@ import math
 from typing import TYPE_CHECKING
 
 from frameworks.adapter import Adapter
-from models import allocators
+from models import allocators, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
@@ -24,6 +24,36 @@ if TYPE_CHECKING:
 def _nbytes(tensors: list) -> int:
     """Keras variables give their dtype as a name, tensors as a DType: tf.as_dtype takes both."""
     return sum(math.prod(t.shape) * tf.as_dtype(t.dtype).size for t in tensors)
+
+
+def _checkpointed(layers: list) -> keras.layers.Layer:
+    """A segment whose activations are recomputed in the backward pass (tf.recompute_grad)."""
+
+    class Checkpointed(keras.layers.Layer):
+        def __init__(self, segment: list) -> None:
+            super().__init__()
+            self.segment = segment
+
+        def build(self, shape: tuple) -> None:
+            for layer in self.segment:
+                layer.build(shape)
+                shape = layer.compute_output_shape(shape)
+
+        def call(self, inputs: tf.Tensor) -> tf.Tensor:
+            @tf.recompute_grad
+            def run(x: tf.Tensor) -> tf.Tensor:
+                for layer in self.segment:
+                    x = layer(x)
+                return x
+
+            return run(inputs)
+
+        def compute_output_shape(self, shape: tuple) -> tuple:
+            for layer in self.segment:
+                shape = layer.compute_output_shape(shape)
+            return shape
+
+    return Checkpointed(layers)
 
 
 class TensorflowAdapter(Adapter):
@@ -55,26 +85,36 @@ class TensorflowAdapter(Adapter):
         self.device_name = f"{kind}:0"
         return devices[0].name
 
-    def _layer(self, layer: object) -> keras.layers.Layer:
+    def _layer(self, layer: object, last: bool) -> keras.layers.Layer:
         init = {"kernel_initializer": keras.initializers.LecunUniform(seed=0), "bias_initializer": "zeros"}
+        if last and self.scenario.technique in techniques.HALF_PRECISION:
+            init["dtype"] = "float32"  # the mixed-precision guide's idiom: the output layer computes in fp32
         if isinstance(layer, Conv2D):
             return keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, layer.padding,
                                        use_bias=layer.bias, **init)
+        dtype = {"dtype": init["dtype"]} if "dtype" in init else {}
         if isinstance(layer, MaxPool2D):
-            return keras.layers.MaxPooling2D(layer.pool, layer.step, "valid")
+            return keras.layers.MaxPooling2D(layer.pool, layer.step, "valid", **dtype)
         if isinstance(layer, Dense):
             return keras.layers.Dense(layer.units, use_bias=layer.bias, **init)
         if isinstance(layer, Flatten):
-            return keras.layers.Flatten()
+            return keras.layers.Flatten(**dtype)
         if isinstance(layer, ReLU):
-            return keras.layers.ReLU()
+            return keras.layers.ReLU(**dtype)
         raise TypeError(f"no Keras layer for {layer!r}")
 
     def build(self) -> None:
         keras.utils.set_random_seed(0)
+        policy = {"fp16": "mixed_float16", "bf16": "mixed_bfloat16"}.get(self.scenario.technique, "float32")
+        keras.mixed_precision.set_global_policy(policy)  # before any layer exists, as Keras requires
+        last = len(self.spec.layers) - 1
         with tf.device(self.device_name):
-            self.model = keras.Sequential([keras.Input(self.spec.input_shape),
-                                           *(self._layer(layer) for layer in self.spec.layers)])
+            self.layers = [self._layer(layer, index == last) for index, layer in enumerate(self.spec.layers)]
+            blocks = self.layers
+            if self.scenario.technique == "checkpoint":  # tf.recompute_grad over each segment of sqrt(N) layers
+                blocks = [_checkpointed([self.layers[i] for i in segment])
+                          for segment in techniques.segments(len(self.layers))]
+            self.model = keras.Sequential([keras.Input(self.spec.input_shape), *blocks])
             self.inputs = tf.random.stateless_normal(self.input_shape, seed=(0, 0))
             if self.spec.loss == "cross_entropy":
                 self.targets = tf.random.stateless_uniform(self.target_shape, (0, 1), 0, self.classes, tf.int32)
@@ -89,20 +129,34 @@ class TensorflowAdapter(Adapter):
     def compile(self) -> dict[str, object]:
         if self.scenario.kind == "infer":
             return {"what": "nothing to compile: predict_on_batch traces at its first call"}
-        settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
-        optimizer = (keras.optimizers.SGD(**settings) if self.scenario.optimizer == "sgd"
-                     else keras.optimizers.Adam(**settings))
-        self.model.compile(optimizer=optimizer, loss=self.loss_fn)
+        settings = OPTIMIZER_SETTINGS[self.scenario.optimizer] | (
+            {"gradient_accumulation_steps": self._micro_batches} if self._micro_batches > 1 else {})
+        optimizer = (keras.optimizers.Adam(**settings) if self.scenario.optimizer == "adam"
+                     else keras.optimizers.SGD(**settings))
+        self.model.compile(optimizer=optimizer, loss=self.loss_fn)  # mixed_float16 wraps it in LossScaleOptimizer
         return {"what": "model.compile: optimizer state and the traced step come at the first step",
                 "jit_compile": bool(self.model.jit_compile)}
 
+    @property
+    def _micro_batches(self) -> int:
+        return techniques.ACCUMULATION_STEPS if self.scenario.technique == "accumulate" else 1
+
     def train_step(self) -> dict[str, float]:
+        """One train_on_batch, or one per micro-batch: Keras's optimizer applies the update every k-th."""
+        size, losses = self.input_shape[0] // self._micro_batches, []
         with tf.device(self.device_name):
-            return {"loss": float(self.model.train_on_batch(self.inputs, self.targets))}
+            for start in range(0, self.input_shape[0], size):
+                losses.append(float(self.model.train_on_batch(self.inputs[start:start + size],
+                                                              self.targets[start:start + size])))
+        return {"loss": sum(losses) / len(losses)}
 
     def infer(self) -> None:
         with tf.device(self.device_name):
-            self.model.predict_on_batch(self.inputs)
+            if self.scenario.technique == "tracked":  # a tape records the forward, keeping what a gradient needs
+                with tf.GradientTape():
+                    self.model(self.inputs, training=False)
+            else:
+                self.model.predict_on_batch(self.inputs)
 
     def allocate(self, nbytes: int) -> object:
         with tf.device(self.device_name):
@@ -138,7 +192,7 @@ class TensorflowAdapter(Adapter):
         return super().is_oom(error) or type(error).__name__ == "ResourceExhaustedError"
 
     def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
-        for step, layer in zip(self.spec.walk(), self.model.layers, strict=True):
+        for step, layer in zip(self.spec.walk(), self.layers, strict=True):
             if step.params:
                 layer.set_weights([weights[step.index][name] for name in step.params])
 

@@ -7,9 +7,11 @@ it), and the dense layer after a flatten has its rows permuted when canonical we
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 from frameworks.adapter import Adapter, init_bound
+from models import allocators, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU, same_padding
@@ -21,6 +23,17 @@ if TYPE_CHECKING:
 
 def _channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], shape[-1], *shape[1:-1]) if len(shape) == 4 else shape
+
+
+def _checkpointed(modules: list[torch.nn.Module]) -> torch.nn.Module:
+    """A segment whose activations are recomputed in the backward pass (torch.utils.checkpoint)."""
+    import torch.utils.checkpoint
+
+    class Checkpointed(torch.nn.Sequential):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return torch.utils.checkpoint.checkpoint(super().forward, inputs, use_reentrant=False)
+
+    return Checkpointed(*modules)
 
 
 def _nbytes(tensor: torch.Tensor) -> int:
@@ -40,16 +53,21 @@ class TorchAdapter(Adapter):
         self.device = torch.device(self.scenario.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"torch {torch.__version__} sees no CUDA device")
+        mode, value = allocators.parse(self.name, self.scenario.allocator)
+        if self.device.type == "cuda" and mode == "fraction":  # no variable for it: set before the first allocation
+            torch.cuda.set_per_process_memory_fraction(float(value), self.device)
         torch.empty(1, device=self.device)  # the first allocation starts the CUDA context
         self.synchronize()
         if self.device.type == "cuda":
             return torch.cuda.get_device_name(self.device)
         return f"cpu ({torch.get_num_threads()} threads)"
 
-    def _layers(self) -> list[torch.nn.Module]:
-        nn, modules = torch.nn, []
+    def _layers(self) -> list[list[torch.nn.Module]]:
+        """The modules of each spec layer (a conv with uneven 'same' padding is two)."""
+        nn, layers = torch.nn, []
         for step in self.spec.walk():
-            layer = step.layer
+            layer, modules = step.layer, []
+            layers.append(modules)
             if isinstance(layer, Conv2D):
                 padding = (0, 0)
                 if layer.padding == "same":
@@ -68,18 +86,23 @@ class TorchAdapter(Adapter):
             elif isinstance(layer, Flatten):
                 modules.append(nn.Flatten())
             elif isinstance(layer, ReLU):
-                modules.append(nn.ReLU())
-        return modules
+                modules.append(nn.ReLU(inplace=self.scenario.technique == "inplace"))
+        return layers
 
     def _weighted(self) -> list[tuple[object, torch.nn.Module]]:
         """(spec step, module) for every layer that has weights, in order."""
         steps = [step for step in self.spec.walk() if step.params]
-        modules = [m for m in self.model if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+        modules = [m for m in self.model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
         return list(zip(steps, modules, strict=True))
 
     def build(self) -> None:
         torch.manual_seed(0)
-        self.model = torch.nn.Sequential(*self._layers())
+        layers = self._layers()
+        if self.scenario.technique == "checkpoint":  # torch.utils.checkpoint over each segment of sqrt(N) layers
+            self.model = torch.nn.Sequential(*(_checkpointed([m for i in segment for m in layers[i]])
+                                               for segment in techniques.segments(len(layers))))
+        else:
+            self.model = torch.nn.Sequential(*(module for modules in layers for module in modules))
         with torch.no_grad():
             for step, module in self._weighted():
                 bound = init_bound(step)
@@ -101,7 +124,8 @@ class TorchAdapter(Adapter):
             self.model.eval()
             return {"mode": "eager", "what": "nothing to compile: eval mode set"}
         settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
-        if self.scenario.optimizer == "sgd":
+        self.scaler = torch.amp.GradScaler(self.device.type) if self.scenario.technique == "fp16" else None
+        if self.scenario.optimizer in ("sgd", "momentum"):
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=settings["learning_rate"],
                                              momentum=settings["momentum"])
         else:
@@ -111,12 +135,29 @@ class TorchAdapter(Adapter):
         self.model.train()
         return {"mode": "eager", "what": "optimizer created; gradients and its state are allocated at the first step"}
 
+    def _precision(self) -> contextlib.AbstractContextManager:
+        """torch.autocast for the mixed-precision techniques (the weights stay fp32)."""
+        half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.scenario.technique)
+        return torch.autocast(self.device.type, dtype=half) if half else contextlib.nullcontext()
+
     def _step(self) -> torch.Tensor:
+        """zero_grad, forward and backward per micro-batch (one unless accumulating), then the update."""
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(self.inputs), self.targets)
-        loss.backward()
-        self.optimizer.step()
-        return loss
+        micro = techniques.ACCUMULATION_STEPS if self.scenario.technique == "accumulate" else 1
+        total = torch.zeros((), device=self.device)
+        for inputs, targets in zip(self.inputs.chunk(micro), self.targets.chunk(micro), strict=True):
+            with self._precision():
+                loss = self.loss_fn(self.model(inputs), targets) / micro
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            total += loss.detach()
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        if self.scenario.technique == "empty_cache":
+            torch.cuda.empty_cache()  # the technique exists on CUDA only (models.techniques says so elsewhere)
+        return total
 
     def train_step(self) -> dict[str, float]:
         """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward."""
@@ -135,7 +176,8 @@ class TorchAdapter(Adapter):
 
     def infer(self) -> None:
         self.model.eval()
-        with torch.inference_mode():
+        tracking = torch.enable_grad() if self.scenario.technique == "tracked" else torch.inference_mode()
+        with tracking:
             self.model(self.inputs)
 
     def allocate(self, nbytes: int) -> object:

@@ -28,6 +28,8 @@ MODES: dict[str, dict[str, Mode]] = {
         "expandable": Mode("expandable segments: reserved memory grows in place",
                            {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
         "nocache": Mode("no caching: every free goes back to the driver", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
+        "fraction": Mode("caps the caching allocator at fraction F of GPU memory "
+                         "(torch.cuda.set_per_process_memory_fraction)", {}, "F", "0.3"),
     },
     "tensorflow": {
         "default": Mode("maps nearly all GPU memory when the device starts", {}),

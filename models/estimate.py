@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from models import techniques
 from models.scenario import DTYPES, PHASES
 from models.spec import Conv2D, Flatten, ModelSpec, same_padding
 
-CATEGORIES = ("weights", "gradients", "optimizer_state", "inputs", "saved_activations", "transient",
-              "update_temporaries", "init_temporaries")
-OPTIMIZER_STATE_COPIES = {"sgd": 0, "adam": 2}
+CATEGORIES = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs", "saved_activations",
+              "half_weights", "transient", "update_temporaries", "init_temporaries")
+OPTIMIZER_STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2}
 INT64, BOOL = 8, 1
 
 
@@ -31,6 +32,7 @@ class Rules:
     keeps_gradients: bool  # gradients stay allocated after the step, until the next one clears them
     streams_gradients: bool  # each update runs as soon as its gradient exists, so few are live at once
     init_copies: int  # temporaries of the largest random tensor (a parameter or the batch) while it is drawn
+    accumulator_copies: int  # gradient accumulation: 0 where gradients add up in place (torch's .grad)
     update_temporaries: dict[tuple[str, str], tuple[str, int]]  # (optimizer, device) -> (of "largest"|"all", copies)
     why: str
 
@@ -40,13 +42,13 @@ SAVES_INPUT = {"conv2d": ("input",), "dense": ("input",), "relu": ("output",), "
 RULES = {
     "neutral": Rules(
         saves=SAVES_INPUT, label_bytes=INT64, explicit_padding=False, optimizer_state_phase="train_step_1",
-        keeps_gradients=False, streams_gradients=False, init_copies=0, update_temporaries={},
+        keeps_gradients=False, streams_gradients=False, init_copies=0, accumulator_copies=0, update_temporaries={},
         why="no framework named: each weighted layer keeps its input, ReLU its output, max-pool its input;"
             " every gradient is live at the update, which allocates nothing"),
     "torch": Rules(
         saves=SAVES_INPUT | {"maxpool2d": ("input", "indices")}, label_bytes=INT64, explicit_padding=True,
         optimizer_state_phase="train_step_1", keeps_gradients=True, streams_gradients=False, init_copies=0,
-        update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
+        accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv and linear keep their input,"
             " ReLU its output, max_pool2d its input and int64 indices; ZeroPad2d's padded copy replaces"
             " the conv input; Adam's state arrives in the first step(); on the CPU Adam runs per tensor"
@@ -55,8 +57,9 @@ RULES = {
     "tensorflow": Rules(
         saves=SAVES_INPUT | {"maxpool2d": ("input", "output")}, label_bytes=4, explicit_padding=False,
         optimizer_state_phase="train_step_1", keeps_gradients=False, streams_gradients=True, init_copies=2,
-        update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
-                            ("sgd", "cpu"): ("largest", 1), ("sgd", "cuda"): ("largest", 1)},
+        accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
+                            ("sgd", "cpu"): ("largest", 1), ("sgd", "cuda"): ("largest", 1),
+                            ("momentum", "cpu"): ("largest", 1), ("momentum", "cuda"): ("largest", 1)},
         why="gradient functions: Conv2D and MatMul keep their input, Relu its output, MaxPool its input and"
             " output; Keras builds the optimizer's variables at the first train_on_batch; the traced step"
             " is a dataflow graph, so each variable's update runs once its gradient exists and gradients"
@@ -65,7 +68,7 @@ RULES = {
     "jax": Rules(
         saves=SAVES_INPUT | {"relu": ("mask",)}, label_bytes=4, explicit_padding=False,
         optimizer_state_phase="compile", keeps_gradients=False, streams_gradients=False, init_copies=2,
-        update_temporaries={},
+        accumulator_copies=1, update_temporaries={},
         why="jax.vjp residuals: conv and dot keep their input, relu's jvp keeps the boolean x > 0,"
             " reduce_window max its operand; optax's state is created in compile (optimizer.init);"
             " the update is fused into the jitted step with parameters and state donated, so it adds no"
@@ -78,6 +81,7 @@ class Step:
     """One operation as a framework runs it: elements per example in and out, its weight bytes."""
 
     kind: str
+    layer: int  # the spec layer it belongs to
     inputs: int
     outputs: int
     weight_bytes: int
@@ -93,10 +97,10 @@ def steps(spec: ModelSpec, rules: Rules, bytes_per_value: int) -> list[Step]:
                                             for size in layer.input_shape[:2])
             if (top, left) != (bottom, right):
                 h, w, c = layer.input_shape
-                result.append(Step("pad", h * w * c, (h + top + bottom) * (w + left + right) * c, 0, 0))
+                result.append(Step("pad", layer.index, h * w * c, (h + top + bottom) * (w + left + right) * c, 0, 0))
         weights = [math.prod(shape) * bytes_per_value for shape in layer.params.values()]
         inputs = result[-1].outputs if result and result[-1].kind == "pad" else math.prod(layer.input_shape)
-        result.append(Step(layer.layer.kind, inputs, math.prod(layer.output_shape), sum(weights),
+        result.append(Step(layer.layer.kind, layer.index, inputs, math.prod(layer.output_shape), sum(weights),
                            max(weights, default=0)))
     return result
 
@@ -112,15 +116,20 @@ class Activations:
     inference_transient: int  # a layer's input and output, both live, with no gradient tracking
 
 
-def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int) -> Activations:
+def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
+                activation_bytes: int | None = None) -> Activations:
+    """Saved tensors and the backward's peak; `activation_bytes` differs from the weights' under mixed precision.
+
+    With checkpointing only each segment's input is kept; the backward recomputes one segment at a time.
+    """
     ops = steps(spec, rules, bytes_per_value)
-    value = batch * bytes_per_value
-    # tensor ids: tensor k is the input of op k; a flatten is a view, so its output is its input
-    ids, tensor_size = [], {0: ops[0].inputs * value}
-    current = 0
+    value = batch * (activation_bytes or bytes_per_value)
+    views = {"flatten", "relu"} if technique == "inplace" else {"flatten"}  # no new tensor: a view or in place
+    # tensor ids: tensor k is the input of op k; a view's output is its input
+    ids, tensor_size, current = [], {0: ops[0].inputs * value}, 0
     for index, op in enumerate(ops):
         ids.append(current)
-        if op.kind != "flatten":
+        if op.kind not in views:
             current = index + 1
             tensor_size[current] = op.outputs * value
     outputs = [*ids[1:], current]
@@ -135,16 +144,29 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int)
             else:
                 extras[index] += op.outputs * batch * (INT64 if what == "indices" else BOOL)
     loss_residual = ops[-1].outputs * value  # the difference (mse) or the softmax (cross-entropy)
-    saved = sum(tensor_size[t] for t in first_saver) + sum(extras) + loss_residual
+    group = [0] * len(ops)  # the checkpoint segment of each op (one group without checkpointing)
+    kept_always = 0
+    if technique == "checkpoint":
+        segment_of = {layer: number for number, segment in enumerate(techniques.segments(len(spec.layers)))
+                      for layer in segment}
+        group = [segment_of[op.layer] for op in ops]
+        starts = {ids[index] for index in range(1, len(ops)) if group[index] != group[index - 1]}
+        kept_always = sum(tensor_size[t] for t in starts)
+        first_saver = {t: saver for t, saver in first_saver.items() if t not in starts}
+    largest = max((o.largest_weight for o in ops), default=0)
     worst = (0, 0, 0)
     for index, op in reversed(list(enumerate(ops))):
-        kept = sum(tensor_size[t] for t, saver in first_saver.items() if saver <= index) + sum(extras[:index + 1])
+        kept = kept_always + sum(tensor_size[t] for t, saver in first_saver.items()
+                                 if saver <= index and group[saver] == group[index])
+        kept += sum(extra for i, extra in enumerate(extras[:index + 1]) if group[i] == group[index])
         grads = sum(o.weight_bytes for o in ops[index + 1:])
         if rules.streams_gradients:
-            grads = min(grads, max((o.largest_weight for o in ops), default=0))
-        pair = 0 if op.kind == "flatten" else (op.outputs + (op.inputs if index else 0)) * value
+            grads = min(grads, largest)
+        pair = 0 if op.kind in views else (op.outputs + (op.inputs if index else 0)) * value
         worst = max(worst, (kept + pair + grads, kept, grads))
-    transient = max((op.inputs + op.outputs) * value for op in ops if op.kind != "flatten")
+    saved = loss_residual + kept_always + (0 if technique == "checkpoint" else
+                                           sum(tensor_size[t] for t in first_saver) + sum(extras))
+    transient = max((op.inputs + op.outputs) * value for op in ops if op.kind not in views)
     return Activations(saved, max(worst[0], saved), worst[1], worst[2], transient)
 
 
@@ -170,6 +192,7 @@ class Estimate:
     optimizer: str
     dtype: str
     device: str
+    technique: str
     rules: str
     phases: tuple[PhaseEstimate, ...]
     floor: int
@@ -215,8 +238,14 @@ def _update_temporaries(rules: Rules, optimizer: str, device: str, weights: int,
 
 
 def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: str = "adam", dtype: str = "float32",
-             framework: str | None = None, device: str = "cpu") -> Estimate:
-    """The bytes each phase holds at its peak, by category; `framework=None` applies the neutral rules."""
+             framework: str | None = None, device: str = "cpu", technique: str = "none") -> Estimate:
+    """The bytes each phase holds at its peak, by category; `framework=None` applies the neutral rules.
+
+    Techniques: mixed precision halves the activations and keeps half-precision weight copies for the
+    backward; accumulation runs the activations at the micro-batch and may keep an accumulator;
+    checkpointing keeps segment inputs only; in-place ReLU makes no new tensor; tracked inference keeps
+    what a backward pass would need.
+    """
     rules_name = framework if framework in RULES else "neutral"
     rules, size, batch = RULES[rules_name], DTYPES[dtype], batch or spec.default_batch
     weights = spec.weight_bytes(size)
@@ -224,7 +253,12 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(spec.output_shape) * batch * size
     inputs = math.prod(spec.input_shape) * batch * size + labels
     state = weights * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
-    acts = activations(spec, rules, batch, size)
+    micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
+    half = technique in techniques.HALF_PRECISION
+    acts = activations(spec, rules, batch // micro, size, technique, techniques.HALF_PRECISION.get(technique, size))
+    accumulator = weights * rules.accumulator_copies if micro > 1 else 0
+    # inference runs the whole batch in fp32 whatever the training technique; only these two change it
+    forward = activations(spec, rules, batch, size, technique if technique in ("inplace", "tracked") else "none")
     phase_names = PHASES[kind]
 
     def state_by(name: str) -> int:
@@ -235,11 +269,15 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     def train_step(name: str) -> PhaseEstimate:
         update = {"weights": weights, "inputs": inputs, "optimizer_state": state,
                   "gradients": min(weights, largest) if rules.streams_gradients else weights,
+                  "accumulated_gradients": accumulator,
                   "update_temporaries": _update_temporaries(rules, optimizer, device, weights, largest)}
         # the state exists during the backward pass only if it was made before this step began
         before = state if phase_names.index(name) > phase_names.index(rules.optimizer_state_phase) else 0
+        in_place_sum = micro > 1 and not rules.accumulator_copies  # torch: earlier micro-batches' .grad
         backward = {"weights": weights, "inputs": inputs, "optimizer_state": before,
-                    "gradients": acts.backward_gradients, "saved_activations": acts.backward_saved,
+                    "gradients": weights if in_place_sum else acts.backward_gradients,
+                    "accumulated_gradients": accumulator, "saved_activations": acts.backward_saved,
+                    "half_weights": weights // 2 if half else 0,
                     "transient": acts.backward_peak - acts.backward_saved - acts.backward_gradients}
         if sum(update.values()) >= sum(backward.values()):
             live = "the largest gradient in flight" if rules.streams_gradients else "every gradient"
@@ -264,7 +302,12 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
             phases.append(resting(name, "model built, nothing run", {}))
         elif name.startswith("train_step"):
             phases.append(train_step(name))
+        elif name == "inference" and technique == "tracked":
+            phases.append(resting(name, "forward pass with tracking: what a backward pass needs is kept",
+                                  {"saved_activations": forward.saved, "transient": forward.inference_transient}))
         elif name == "inference":
-            phases.append(resting(name, "forward pass, no gradient tracking", {"transient": acts.inference_transient}))
-    return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, rules_name, tuple(phases),
+            phases.append(resting(name, "forward pass, no gradient tracking",
+                                  {"transient": forward.inference_transient}))
+    return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
+                    tuple(phases),
                     floor(spec, kind, batch, optimizer, size), hand_count(spec), spec.param_count)

@@ -9,7 +9,7 @@ import traceback
 from pathlib import Path
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "oom", "timeout", "crashed", "error")
+STATUSES = ("ok", "oom", "timeout", "crashed", "error", "unavailable")  # unavailable: never run, with the reason
 RUNNING = "running"
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from models import allocators
+from models import allocators, techniques
 from models.catalogue import get_model
 from models.spec import ModelSpec, SpecError, load_spec_file
 
 SCENARIO_KINDS = ("train", "infer")
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "momentum", "adam")
 DTYPES = {"float32": 4}
 DEVICES = ("auto", "cpu", "cuda")
 PHASES = {
@@ -25,6 +25,7 @@ CALIBRATION_BYTES = 800 * 10**6
 # One set of hyperparameters for every framework; the defaults differ (Keras's Adam epsilon is 1e-7).
 OPTIMIZER_SETTINGS = {
     "sgd": {"learning_rate": 0.01, "momentum": 0.0},
+    "momentum": {"learning_rate": 0.01, "momentum": 0.9},
     "adam": {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8},
 }
 # Weights start as U(-sqrt(3/fan_in), +sqrt(3/fan_in)) (LeCun uniform), biases at zero, everywhere.
@@ -48,6 +49,7 @@ class Scenario:
     dtype: str = "float32"
     device: str = "cpu"
     allocator: str = "default"  # see models.allocators
+    technique: str = "none"  # see models.techniques
     cuda_module_loading: str = "LAZY"
     model_file: str | None = None
     spec_json: dict | None = None  # the spec itself, so a worker never depends on the caller's files
@@ -57,10 +59,14 @@ class Scenario:
         _choose(self.optimizer, OPTIMIZERS, "optimizer")
         _choose(self.dtype, DTYPES, "dtype")
         _choose(self.device, DEVICES, "device")
+        _choose(self.technique, techniques.TECHNIQUES, "technique")
         _choose(self.cuda_module_loading, allocators.CUDA_MODULE_LOADING, "CUDA module loading")
         allocators.parse(self.framework, self.allocator)
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 0:
             raise SpecError(f"batch must be a positive integer, got {self.batch!r}")
+        if self.technique == "accumulate" and self.batch % techniques.ACCUMULATION_STEPS:
+            raise SpecError(f"accumulate splits the batch into {techniques.ACCUMULATION_STEPS} micro-batches: "
+                            f"batch {self.batch} does not divide")
 
     @classmethod
     def create(cls, framework: str, model: str | None = None, model_file: str | None = None,
@@ -76,18 +82,27 @@ class Scenario:
         return ModelSpec.from_dict(self.spec_json)
 
     @property
+    def unavailable(self) -> str | None:
+        """Why this scenario's technique cannot run here, or None."""
+        return techniques.unavailable(self.framework, self.technique, self.kind, self.device)
+
+    @property
     def phases(self) -> tuple[str, ...]:
         return PHASES[self.kind]
 
     @property
     def label(self) -> str:
         return (f"{self.framework} {self.model} {self.kind} b{self.batch} {self.optimizer} {self.device}"
-                f" allocator={self.allocator}")
+                f" allocator={self.allocator} technique={self.technique}")
 
     @property
     def variant_parts(self) -> list[str]:
         """The framework and whatever run setting differs from the defaults."""
-        extras = [self.allocator if self.allocator != "default" else "",
+        default_batch = (self.spec_json or {}).get("default_batch", self.batch)
+        extras = [f"b{self.batch}" if self.batch != default_batch else "",
+                  self.technique if self.technique != "none" else "",
+                  self.optimizer if self.kind == "train" and self.optimizer != "adam" else "",
+                  self.allocator if self.allocator != "default" else "",
                   self.cuda_module_loading if self.cuda_module_loading != "LAZY" else ""]
         return [self.framework, *filter(None, extras)]
 

@@ -17,6 +17,8 @@ from models.estimate import estimate
 from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import SpecError, load_spec_file
+from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
+from suites import device
 from suites.registry import SetupError, frameworks
 
 USAGE_ERROR = 2
@@ -34,7 +36,8 @@ def _run(args: argparse.Namespace) -> int:
 
     scenario = Scenario.create(args.framework, args.model, args.model_file, kind=args.scenario,
                                batch=args.batch, optimizer=args.optimizer, device=args.device,
-                               allocator=args.allocator, cuda_module_loading=args.cuda_module_loading)
+                               allocator=args.allocator, cuda_module_loading=args.cuda_module_loading,
+                               technique=args.technique)
     record = run_scenario(scenario, timeout=args.timeout)
     if args.out:
         atomic_write_json(args.out, record)
@@ -56,16 +59,39 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from suites import constants, device, explain
+    from suites import constants, explain
 
     spec = load_spec_file(args.model_file) if args.model_file else get_model(args.model)
     if args.batch is not None and args.batch <= 0:
         raise SpecError(f"batch must be a positive integer, got {args.batch}")
     resolved = device.resolve(args.device)
-    analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved)
+    reason = unavailable(args.framework or "any", args.technique, args.scenario, resolved)
+    if reason:
+        raise SpecError(f"technique {args.technique}: {reason}")
+    if args.technique == "accumulate" and (args.batch or spec.default_batch) % ACCUMULATION_STEPS:
+        raise SpecError(f"accumulate splits the batch into {ACCUMULATION_STEPS} micro-batches: give a batch it divides")
+    analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
+                        args.technique)
     known = constants.lookup(constants.load(resolved), args.framework, args.scenario) if args.framework else None
     print(explain.render(analytic, known, str(constants.path(resolved).relative_to(constants.RESULTS.parent))))
     return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from suites import fit
+    from suites.orchestrator import run_scenario
+
+    budget = fit.parse_budget(args.budget)
+    first = ACCUMULATION_STEPS if args.technique == "accumulate" else 1
+    scenario = Scenario.create(args.framework, args.model, args.model_file, kind=args.scenario, batch=first,
+                               optimizer=args.optimizer, device=device.resolve(args.device), technique=args.technique)
+    if scenario.unavailable:
+        raise SpecError(f"technique {args.technique}: {scenario.unavailable}")
+    result = fit.find(scenario, budget, lambda probe: run_scenario(probe, timeout=args.timeout))
+    print(fit.describe(result))
+    if args.out:
+        atomic_write_json(args.out, result)
+    return 0 if result["largest_batch"] else 1
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -97,6 +123,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto", choices=DEVICES)
     run.add_argument("--allocator", default="default",
                      help="; ".join(f"{name}: {', '.join(mode_names(name))}" for name in frameworks()))
+    run.add_argument("--technique", default="none", choices=TECHNIQUES)
     run.add_argument("--cuda-module-loading", default="LAZY", choices=CUDA_MODULE_LOADING)
     run.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is killed")
     run.add_argument("--out", help="write the record here instead of printing it")
@@ -113,8 +140,23 @@ def parser() -> argparse.ArgumentParser:
     guess.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
     guess.add_argument("--framework", choices=frameworks(), help="its rules and measured constants; default: neutral")
     guess.add_argument("--dtype", default="float32", choices=DTYPES)
+    guess.add_argument("--technique", default="none", choices=TECHNIQUES)
     guess.add_argument("--device", default="auto", choices=DEVICES)
     guess.set_defaults(action=_estimate)
+
+    fits = commands.add_parser("fit", help="the largest batch within a memory budget, by bisection")
+    model = fits.add_mutually_exclusive_group(required=True)
+    model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
+    model.add_argument("--model-file", help="a JSON spec file")
+    fits.add_argument("--framework", required=True, choices=frameworks())
+    fits.add_argument("--budget", required=True, help="e.g. 2GiB, 900MB")
+    fits.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
+    fits.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
+    fits.add_argument("--technique", default="none", choices=TECHNIQUES)
+    fits.add_argument("--device", default="auto", choices=DEVICES)
+    fits.add_argument("--timeout", type=float, default=600.0, help="seconds per probe")
+    fits.add_argument("--out", help="also write the result and its probes as JSON here")
+    fits.set_defaults(action=_fit)
 
     bench = commands.add_parser("bench", help="run a suite, write results/<suite>-<device>.json, plot and report")
     bench.add_argument("--suite", default="default")

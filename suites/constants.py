@@ -30,7 +30,7 @@ def path(resolved_device: str) -> Path:
 
 def analytic_estimate(scenario: Scenario) -> Estimate:
     return estimate(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, scenario.dtype,
-                    scenario.framework, scenario.device)
+                    scenario.framework, scenario.device, scenario.technique)
 
 
 def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tuple[int, int]]]:

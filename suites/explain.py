@@ -9,6 +9,8 @@ MIB = 2**20
 LABELS = {
     "weights": "weights",
     "gradients": "gradients",
+    "accumulated_gradients": "gradient accumulator",
+    "half_weights": "half-precision weight copies",
     "optimizer_state": "optimizer state",
     "inputs": "input batch and targets",
     "saved_activations": "activations kept for backward",
@@ -33,7 +35,8 @@ def render(analytic: Estimate, known: dict | None, source: str) -> str:
         f"{analytic.model}: {analytic.param_count:,} parameters, {weights:,} bytes of {analytic.dtype} weights "
         f"({weights / 1e6:,.1f} MB)",
         f"scenario: {analytic.kind}, batch {analytic.batch}, {analytic.optimizer if analytic.kind == 'train' else 'no'}"
-        f" optimizer, {analytic.dtype}, {analytic.device}; framework: {analytic.framework}",
+        f" optimizer, {analytic.dtype}, {analytic.device}; framework: {analytic.framework}; technique: "
+        f"{analytic.technique}",
         f"hand count: {hand:,} activation values per example (the input and every layer's output, ReLU in place)"
         f" = {hand * size / 1e6:,.1f} MB per example forward",
         "",

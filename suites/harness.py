@@ -22,6 +22,8 @@ NEEDS_A_LOOK = ("error", "crashed")
 def summary(record: dict) -> str:
     """One progress line: status, the highest phase peak and the wall time."""
     status = record["status"]
+    if status == "unavailable":
+        return f"unavailable here: {record['failure']['message']}"
     text = status.upper() if status != "ok" else "ok"
     if record["failure"]:
         text += f" in {record['failure']['phase']}"

@@ -19,13 +19,42 @@ from suites.registry import frameworks
 
 @dataclass(frozen=True)
 class Part:
-    """One cross product of a suite: models x kinds x frameworks (x allocator modes) x module loadings."""
+    """One cross product of a suite: models x kinds x batches x techniques x optimizers x frameworks
+    (x allocator modes) x module loadings. Batch 0 is the model's own."""
 
     models: tuple[str, ...]
     kinds: tuple[str, ...] = SCENARIO_KINDS
     every_allocator_mode: bool = False
     module_loadings: tuple[str, ...] = ("LAZY",)
+    optimizers: tuple[str, ...] = ("adam",)
+    techniques: tuple[str, ...] = ("none",)
+    batches: tuple[int, ...] = (0,)
+
+
+DOUBLING_BATCHES = tuple(2**power for power in range(9))  # 1 to 256
+DEPTHS = tuple(f"plain-{2**power}" for power in range(3, 9))  # 8 to 256
+TECHNIQUE_MODEL, TECHNIQUE_BATCH = "plain-16", 16
+
+
+@dataclass(frozen=True)
+class Question:
+    """A story's "does it fit?": the fit suite answers it per framework by bisection (suites.fit)."""
+
+    story: str
+    model: str
+    kind: str
+    budget: str
     optimizer: str = "adam"
+    technique: str = "none"
+
+
+STORY_3 = "story 3: does keras200m train on a 2 GB card?"
+FIT_QUESTIONS = (
+    Question(STORY_3, "keras200m", "train", "2GiB"),
+    Question(STORY_3, "keras200m", "train", "2GiB", optimizer="sgd"),
+    Question(STORY_3, "keras200m", "train", "2GiB", optimizer="sgd", technique="bf16"),
+    Question("story 1: does heatmap68 infer on a 900 MB card?", "heatmap68", "infer", "900MB"),
+)
 
 
 SUITES: dict[str, tuple[Part, ...]] = {
@@ -35,6 +64,17 @@ SUITES: dict[str, tuple[Part, ...]] = {
         # the context alone, with CUDA's lazy and eager module loading
         Part(models=("heatmap68",), kinds=("infer",), module_loadings=("LAZY", "EAGER")),
     ),
+    "techniques": (
+        Part(models=(TECHNIQUE_MODEL,), kinds=("train",), batches=(TECHNIQUE_BATCH,),
+             techniques=("none", "inplace", "checkpoint", "fp16", "bf16", "accumulate", "empty_cache")),
+        Part(models=(TECHNIQUE_MODEL,), kinds=("train",), batches=(TECHNIQUE_BATCH,), optimizers=("sgd", "momentum")),
+        Part(models=(TECHNIQUE_MODEL,), kinds=("infer",), batches=(TECHNIQUE_BATCH,), techniques=("none", "tracked")),
+    ),
+    "sweeps": (
+        Part(models=("keras-small",), kinds=("train",), batches=DOUBLING_BATCHES),
+        Part(models=DEPTHS, kinds=("train",), techniques=("none", "checkpoint")),
+    ),
+    "fit": (),  # questions, not scenarios: FIT_QUESTIONS
 }
 
 
@@ -61,10 +101,19 @@ def scenarios(name: str) -> list[Scenario]:
     """The probe of each framework first (its constants feed the estimates of the rest), then the suite."""
     parts, chosen_frameworks, models, resolved = suite_settings(name)
     probes = [Scenario.create(framework, PROBE, kind=kind, device=resolved)
-              for kind in SCENARIO_KINDS for framework in chosen_frameworks]
-    return probes + [Scenario.create(framework, model, kind=kind, optimizer=part.optimizer, device=resolved,
-                            allocator=mode, cuda_module_loading=loading)
-            for part in parts for model in (models or part.models) for kind in part.kinds
-            for framework in chosen_frameworks
-            for mode in (allocators.examples(framework) if part.every_allocator_mode else ["default"])
-            for loading in part.module_loadings]
+              for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
+    return probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
+                                     allocator=mode, cuda_module_loading=loading, technique=technique, batch=batch)
+                     for part in parts for model in (models or part.models) for kind in part.kinds
+                     for batch in part.batches for technique in part.techniques for optimizer in part.optimizers
+                     for framework in chosen_frameworks
+                     for mode in (allocators.examples(framework) if part.every_allocator_mode else ["default"])
+                     for loading in part.module_loadings]
+
+
+def fit_questions() -> list[tuple[Question, Scenario]]:
+    """Each question for each chosen framework, as the scenario its bisection starts from."""
+    _, chosen_frameworks, _, resolved = suite_settings("fit")
+    return [(question, Scenario.create(framework, question.model, kind=question.kind, batch=1, device=resolved,
+                                       optimizer=question.optimizer, technique=question.technique))
+            for question in FIT_QUESTIONS for framework in chosen_frameworks]

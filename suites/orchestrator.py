@@ -87,6 +87,12 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     `fault` ("PHASE:raise", "PHASE:hang" or "PHASE:abort") injects a failure, for the suite's own tests.
     """
     scenario = replace(scenario, device=device.resolve(scenario.device))
+    if scenario.unavailable:  # a technique the framework does not have: recorded, not imitated
+        return {"schema_version": SCHEMA_VERSION, "status": "unavailable", "scenario": scenario.to_dict(),
+                "failure": {"phase": None, "message": scenario.unavailable}, "phases": [],
+                "framework": {"name": scenario.framework}, "allocator": scenario.allocator_settings,
+                "nvml": {"available": False, "reason": "not run"},
+                "run": {"git_commit": environment.git_commit(), "machine": environment.machine(), "wall_seconds": 0.0}}
     python = interpreter(scenario.framework, scenario.device)
     source, no_source = _nvml_source(scenario)
     sampler = nvml.Sampler(source.read) if source else None

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from models.scenario import PHASES, Scenario  # noqa: E402
-from suites import errors  # noqa: E402
+from suites import analysis, errors  # noqa: E402
 from suites.figures import allocator_peak, driver_peak, headline  # noqa: E402
 
 MIB = 2**20
@@ -138,4 +138,68 @@ def estimate_vs_measured(run: dict, path: Path) -> Path:
     return _finish(figure, run, "estimate vs measurement per phase (lines: equal, +-25 %)", frameworks, path)
 
 
-PLOTS = {"default": phase_peaks, "allocators": allocator_modes}
+def technique_savings(run: dict, path: Path) -> Path:
+    """Per technique, each framework's measured saving at the training peak (bars) and the predicted (marks)."""
+    found = [s for s in analysis.savings(run) if s.unavailable is None]
+    frameworks = list(dict.fromkeys(s.framework for s in analysis.savings(run)))
+    labels = list(dict.fromkeys(s.technique for s in analysis.savings(run)))
+    figure, axes = _grid(1, 2)
+    width = 0.8 / max(len(frameworks), 1)
+    for index, framework in enumerate(frameworks):
+        mine = {s.technique: s for s in found if s.framework == framework}
+        xs = [i + (index - (len(frameworks) - 1) / 2) * width for i in range(len(labels))]
+        axes[0][0].bar(xs, [mine[t].measured / MIB if t in mine else 0 for t in labels], width, color=f"C{index}")
+        axes[0][0].scatter([x for x, t in zip(xs, labels, strict=True) if t in mine],
+                           [mine[t].predicted / MIB for t in labels if t in mine], color="black", marker="_", s=90)
+        axes[0][1].bar(xs, [mine[t].time_ratio or 0 if t in mine else 0 for t in labels], width, color=f"C{index}")
+    for axis, label in zip(axes[0], ("memory saved at the peak (MiB); black: predicted", "step time / baseline"),
+                           strict=True):
+        axis.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
+        axis.set_ylabel(label)
+        axis.axhline(0 if "memory" in label else 1, color="grey", linewidth=0.8)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0][0].set_title("missing bar: not available in that framework (see the report)", fontsize=8)
+    return _finish(figure, run, "what each technique saves against Adam with no technique", frameworks, path)
+
+
+def sweeps(run: dict, path: Path) -> Path:
+    """Memory against batch (keras-small) and depth (plain-N, with and without checkpointing), with fitted slopes."""
+    frameworks = list(dict.fromkeys(r["scenario"]["framework"] for r in run["records"]))
+    figure, axes = _grid(1, 2)
+    for axis, axis_name in zip(axes[0], ("batch", "depth"), strict=True):
+        for fit in analysis.sweep_fits(run, axis_name):
+            xs, ys = zip(*fit.points, strict=True)
+            style = "--" if fit.technique == "checkpoint" else "-"
+            axis.plot(xs, [max(y, 1) / MIB for y in ys], style, marker="o", color=f"C{frameworks.index(fit.framework)}",
+                      label=f"{fit.framework} {fit.technique}: exponent {fit.exponent:.2f}, "
+                            f"{fit.slope / MIB:.2f} MiB per {'example' if axis_name == 'batch' else 'layer'}")
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xlabel("batch (keras-small)" if axis_name == "batch" else "depth N (plain-N, batch 8)")
+        axis.set_ylabel("training peak (MiB)" if axis_name == "batch" else "activation memory at the peak (MiB)")
+        axis.legend(fontsize=7)
+        axis.grid(alpha=0.3)
+    return _finish(figure, run, "growth with batch and depth; dashed: checkpointing every sqrt(N) layers",
+                   frameworks, path)
+
+
+def fit_answers(run: dict, path: Path) -> Path:
+    """Per question and framework, the largest batch within the budget (none: not even batch 1)."""
+    fits = run.get("fits", [])
+    frameworks = list(dict.fromkeys(f["scenario"]["framework"] for f in fits))
+    figure, axes = _grid(1, 1)
+    labels = [f"{f['scenario']['framework']}: {f['scenario']['model']} {f['scenario']['kind']} "
+              f"{f['scenario']['optimizer']} {f['scenario']['technique']} ({f['budget_bytes'] / 2**20:,.0f} MiB)"
+              for f in fits]
+    values = [f["largest_batch"] or 0 for f in fits]
+    axes[0][0].barh(range(len(fits)), values, color=[f"C{frameworks.index(f['scenario']['framework'])}" for f in fits])
+    axes[0][0].set_yticks(range(len(fits)), labels, fontsize=7)
+    for index, value in enumerate(values):
+        axes[0][0].text(value, index, f" {value or 'does not fit'}", va="center", fontsize=7)
+    axes[0][0].set_xlabel("largest batch within the budget")
+    axes[0][0].invert_yaxis()
+    return _finish(figure, run, "does it fit? largest batch per framework", frameworks, path)
+
+
+PLOTS = {"default": phase_peaks, "allocators": allocator_modes, "techniques": technique_savings, "sweeps": sweeps,
+         "fit": fit_answers}

@@ -6,13 +6,18 @@ from pathlib import Path
 
 from models.record import phase
 from models.scenario import PHASES
-from suites import errors, plots, runfile
+from suites import analysis, errors, fit, plots, runfile
 from suites.figures import headline
 
 
 def _mib(value: int) -> str:
     mib = value / 2**20
     return f"{mib:,.0f}" if mib >= 100 else f"{mib:.1f}"
+
+
+def _share(value: float | None) -> str:
+    """A relative error or saving as a signed percentage; n/a where the measurement was zero."""
+    return "n/a" if value is None else f"{value:+.0%}"
 
 
 def _not_measured(run: dict) -> list[str]:
@@ -64,8 +69,58 @@ def markdown(run: dict) -> str:
         lines.append("| framework's parameter count | " + " | ".join(
             f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
             for r in records) + " |")
-    lines += _error_summary(run)
+    lines += _error_summary(run) + _savings_section(run) + _sweeps_section(run) + _fits_section(run)
     return "\n".join(lines) + "\n"
+
+
+def _savings_section(run: dict) -> list[str]:
+    """Per technique and framework: bytes and share saved at the peak, the prediction, the time cost."""
+    found = analysis.savings(run)
+    if not found:
+        return []
+    lines = ["", "## What each technique saves", "",
+             "Against the same framework's baseline (no technique, Adam, same model and batch) at the training "
+             "peak (inference peak for `tracked`), in the view of the estimate table above. Negative: it cost "
+             "memory. Time: the steady step's seconds over the baseline's.", "",
+             "| technique | framework | saved (MiB) | saved | predicted (MiB) | step time |",
+             "|---|---|---:|---:|---:|---:|"]
+    for saving in sorted(found, key=lambda s: (s.technique, s.framework)):
+        if saving.unavailable:
+            lines.append(f"| {saving.technique} | {saving.framework} | not available: {saving.unavailable} | | | |")
+            continue
+        lines.append(f"| {saving.technique} | {saving.framework} | {_mib(saving.measured)} | "
+                     f"{_share(saving.measured_share)} | {_mib(saving.predicted)} | "
+                     + (f"{saving.time_ratio:.2f}x |" if saving.time_ratio else "- |"))
+    return lines
+
+
+def _fits_section(run: dict) -> list[str]:
+    """Each fit question's answer, then its probes."""
+    if not run.get("fits"):
+        return []
+    lines = ["", "## Does it fit?", ""]
+    for result in run["fits"]:
+        lines += [f"**{result['question']}**", "", "```", fit.describe(result), "```", ""]
+    return lines
+
+
+def _sweeps_section(run: dict) -> list[str]:
+    """The fitted growth with batch and depth."""
+    lines = []
+    for axis in ("batch", "depth"):
+        for growth in analysis.sweep_fits(run, axis):
+            if not lines:
+                lines = ["", "## Growth with batch and depth", "",
+                         "Fitted y = a x^k in log-log space, and the linear slope. Batch: keras-small's training "
+                         "peak. Depth: plain-N's activation memory (the peak minus the measured constant, "
+                         "weights, gradients, optimizer state, inputs and update temporaries).", "",
+                         "| sweep | framework | technique | exponent k | slope | points (x: MiB) |",
+                         "|---|---|---|---:|---:|---|"]
+            unit = "example" if axis == "batch" else "layer"
+            lines.append(f"| {axis} | {growth.framework} | {growth.technique} | {growth.exponent:.2f} | "
+                         f"{growth.slope / 2**20:.2f} MiB per {unit} | "
+                         + ", ".join(f"{x}: {_mib(y)}" for x, y in growth.points) + " |")
+    return lines
 
 
 def _estimate_rows(records: list[dict], kind: str) -> list[str]:
@@ -76,8 +131,8 @@ def _estimate_rows(records: list[dict], kind: str) -> list[str]:
         for record in records:
             views = record.get("comparison", {}).get(name, {})
             parts = [f"{view}: {_mib(figures['estimate'])} vs {_mib(figures['measured'])} "
-                     f"({figures['relative_error']:+.0%})"
-                     + (f"; own {_mib(figures['framework_estimate'])} ({figures['framework_relative_error']:+.0%})"
+                     f"({_share(figures['relative_error'])})"
+                     + (f"; own {_mib(figures['framework_estimate'])} ({_share(figures['framework_relative_error'])})"
                         if "framework_estimate" in figures else "")
                      for view, figures in views.items() if "estimate" in figures]
             cells.append("<br>".join(parts) or "-")

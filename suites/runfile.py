@@ -42,6 +42,11 @@ class RunFile:
         self.data["records"].append(record)
         atomic_write_json(self.path, self.data)
 
+    def add_fit(self, result: dict) -> None:
+        """A fit question's answer with its probes (the fit suite has answers, not records)."""
+        self.data.setdefault("fits", []).append(result)
+        atomic_write_json(self.path, self.data)
+
     def finish(self) -> None:
         self.data["complete"] = True
         self.data["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")

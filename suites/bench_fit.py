@@ -1,0 +1,31 @@
+"""The fit suite: stories 1 and 3's "does it fit on my card?", per framework, by bisection."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from models.scenario import Scenario
+from suites import fit
+from suites.matrix import Question, fit_questions
+from suites.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
+
+QUESTIONS = fit_questions()
+
+
+def _id(question: Question, scenario: Scenario) -> str:
+    return "-".join([scenario.framework, scenario.model, scenario.kind, question.budget, question.optimizer,
+                     question.technique])
+
+
+@pytest.mark.parametrize(("question", "scenario"), QUESTIONS, ids=[_id(*pair) for pair in QUESTIONS])
+def test_fit(benchmark, question: Question, scenario: Scenario, record_property, run_files) -> None:  # noqa: ANN001
+    benchmark.group = f"fit: {question.story}"
+    timeout = float(os.environ.get("FOOTPRINT_TIMEOUT", DEFAULT_TIMEOUT_S))
+    result = benchmark.pedantic(fit.find, args=(scenario, fit.parse_budget(question.budget),
+                                                lambda probe: run_scenario(probe, timeout=timeout)),
+                                rounds=1, iterations=1)
+    result["question"] = question.story
+    run_files("fit", scenario.device).add_fit(result)
+    record_property("footprint", fit.describe(result).splitlines()[0])

@@ -1,0 +1,113 @@
+"""Does it fit on my card? The largest batch that runs within a memory budget, found by bisection.
+
+Every probe is a fresh worker. Where the framework can cap its own GPU memory the budget is enforced
+by it (torch's per-process memory fraction, TensorFlow's logical-device memory limit, JAX's
+preallocation fraction), so a batch too large fails the way it would on the smaller card. Otherwise
+(on the CPU) a probe fits when it finished and its whole-process peak, the driver's view, stayed within
+the budget: judged, not enforced, and the result says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+from models.scenario import Scenario
+from models.spec import SpecError
+from models.techniques import ACCUMULATION_STEPS
+from suites import figures, nvml
+
+UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+MAX_BATCH = 4096
+
+
+def parse_budget(text: str) -> int:
+    """'2GiB', '900MB', '1.5 GB' -> bytes; a one-line SpecError otherwise."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*", text)
+    if not match or match.group(2).upper() not in UNITS or float(match.group(1)) <= 0:
+        raise SpecError(f"budget must be a positive size with a unit ({', '.join(k.replace('I', 'i') for k in UNITS)})"
+                        f", got {text!r}")
+    return int(float(match.group(1)) * UNITS[match.group(2).upper()])
+
+
+def capped(scenario: Scenario, budget: int) -> tuple[Scenario, str]:
+    """The scenario with the framework's own cap at the budget where it has one on this device, and how."""
+    if scenario.device != "cuda":
+        return scenario, "judged: the whole process's peak host memory against the budget (no cap on the CPU)"
+    source = nvml.NvmlSource(nvml.visible_gpu_index())
+    total = int(source.describe()["total_bytes"])
+    source.close()
+    mode = {"torch": f"fraction={budget / total:.4f}", "jax": f"fraction={budget / total:.4f}",
+            "tensorflow": f"limit={budget // 10**6}"}.get(scenario.framework)
+    if mode is None:
+        return scenario, "judged: NVML's process peak against the budget (no cap known for this framework)"
+    return replace(scenario, allocator=mode), f"enforced by the allocator mode {mode}, then judged on NVML's peak"
+
+
+@dataclass(frozen=True)
+class Probe:
+    batch: int
+    status: str
+    peak_bytes: int | None
+    fits: bool
+    why: str
+
+
+def judge(record: dict, budget: int) -> Probe:
+    """A probe fits when it finished and its highest phase, as the driver saw it, is within the budget."""
+    resolved = record["scenario"]["device"]
+    peaks = [figures.driver_peak(p, resolved)[0] for p in record.get("phases", [])]
+    peak = max((p for p in peaks if p is not None), default=None)
+    batch = record["scenario"]["batch"]
+    if record["status"] != "ok":
+        failure = record.get("failure") or {}
+        return Probe(batch, record["status"], peak, False, f"{record['status']} in {failure.get('phase')}")
+    if peak is None:
+        return Probe(batch, "ok", None, False, "no driver figure to judge by")
+    verdict = "within" if peak <= budget else "over"
+    return Probe(batch, "ok", peak, peak <= budget, f"peak {peak / 2**20:,.0f} MiB, {verdict} the budget")
+
+
+def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict]) -> dict:
+    """Doubles the batch from 1 until a probe fails, then bisects: the answer passed and the next batch failed."""
+    scenario, how = capped(scenario, budget)
+    unit = ACCUMULATION_STEPS if scenario.technique == "accumulate" else 1  # micro-batches need a multiple
+    probes: dict[int, Probe] = {}
+
+    def probe(multiple: int) -> bool:
+        batch = multiple * unit
+        probes[batch] = judge(run(replace(scenario, batch=batch)), budget)
+        return probes[batch].fits
+
+    passed, failed = 0, None
+    multiple = 1
+    while multiple * unit <= MAX_BATCH:
+        if not probe(multiple):
+            failed = multiple
+            break
+        passed, multiple = multiple, multiple * 2
+    while failed is not None and passed and failed - passed > 1:
+        middle = (passed + failed) // 2
+        passed, failed = (middle, failed) if probe(middle) else (passed, middle)
+    passed, failed = passed * unit, failed * unit if failed is not None else None
+    return {"scenario": scenario.to_dict(), "budget_bytes": budget, "how": how, "largest_batch": passed or None,
+            "first_failing_batch": failed, "probes": [asdict(probes[b]) for b in sorted(probes)],
+            "capped_at_max_batch": failed is None}
+
+
+def describe(result: dict) -> str:
+    """The answer with the probes that led to it."""
+    scenario = Scenario.from_dict(result["scenario"])
+    budget = result["budget_bytes"] / 2**20
+    head = (f"{scenario.framework} {scenario.model} {scenario.kind} ({scenario.optimizer}, technique "
+            f"{scenario.technique}) within {budget:,.0f} MiB on {scenario.device}: ")
+    if result["largest_batch"] is None:
+        head += "does not fit, not even batch 1"
+    elif result["capped_at_max_batch"]:
+        head += f"fits up to the largest batch tried, {result['largest_batch']}"
+    else:
+        head += f"largest batch {result['largest_batch']} (batch {result['first_failing_batch']} does not fit)"
+    lines = [head, f"budget {result['how']}", "probes (each a fresh process):"]
+    lines += [f"  batch {p['batch']:>5}: {'fits' if p['fits'] else 'no  '}  {p['why']}" for p in result["probes"]]
+    return "\n".join(lines)
