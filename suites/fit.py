@@ -100,8 +100,9 @@ def describe(result: dict) -> str:
     """The answer with the probes that led to it."""
     scenario = Scenario.from_dict(result["scenario"])
     budget = result["budget_bytes"] / 2**20
-    head = (f"{scenario.framework} {scenario.model} {scenario.kind} ({scenario.optimizer}, technique "
-            f"{scenario.technique}) within {budget:,.0f} MiB on {scenario.device}: ")
+    settings = f"{scenario.optimizer}, " if scenario.kind == "train" else ""
+    head = (f"{scenario.framework} {scenario.model} {scenario.kind} ({settings}technique {scenario.technique}) "
+            f"within {budget:,.0f} MiB on {scenario.device}: ")
     if result["largest_batch"] is None:
         head += "does not fit, not even batch 1"
     elif result["capped_at_max_batch"]:
