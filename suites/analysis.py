@@ -7,11 +7,11 @@ driver's rise above the context.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from models.record import phase
 from suites.constants import PROBE
+from suites.figures import allocated_now
 
 NOT_ACTIVATIONS = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs",
                    "update_temporaries", "init_temporaries")
@@ -44,13 +44,19 @@ def peak(record: dict) -> Peak | None:
     fixed = sum(items.get(category, 0) for category in NOT_ACTIVATIONS)
     constant = figures.get("constant") or 0
     timed = phase(record, names[-1])
-    return Peak(name, view, figures["measured"], figures["tensors"] + constant,
-                figures["measured"] - constant - fixed, figures["tensors"] - fixed, timed["seconds"] if timed else 0.0)
+    if view == "allocator":  # what the step added to what the allocator already held when it began
+        before = record["phases"][[p["name"] for p in record["phases"]].index(name) - 1]
+        activations = figures["measured"] - (allocated_now(before) or 0)
+    else:
+        activations = figures["measured"] - constant - fixed
+    return Peak(name, view, figures["measured"], figures["tensors"] + constant, activations,
+                figures["tensors"] - fixed, timed["seconds"] if timed else 0.0)
 
 
 @dataclass(frozen=True)
 class Saving:
     framework: str
+    model: str
     technique: str  # a technique, or an optimizer measured against Adam
     kind: str
     unavailable: str | None
@@ -70,22 +76,29 @@ def _label(record: dict) -> str:
 def savings(run: dict) -> list[Saving]:
     """Each technique against the same framework's baseline (technique none, Adam, same model and batch)."""
     records = [r for r in run["records"] if r["scenario"]["model"] != PROBE]
-    baselines = {(r["scenario"]["framework"], r["scenario"]["kind"]): r for r in records if _label(r) == "none"}
+
+    def key(record: dict) -> tuple:
+        scenario = record["scenario"]
+        return scenario["framework"], scenario["kind"], scenario["model"], scenario["batch"]
+
+    baselines = {key(r): r for r in records if _label(r) == "none"}
     result = []
     for record in records:
         scenario, label = record["scenario"], _label(record)
         if label == "none":
             continue
         if record["status"] == "unavailable":
-            result.append(Saving(scenario["framework"], label, scenario["kind"], record["failure"]["message"]))
+            result.append(Saving(scenario["framework"], scenario["model"], label, scenario["kind"],
+                                 record["failure"]["message"]))
             continue
-        base = baselines.get((scenario["framework"], scenario["kind"]))
+        base = baselines.get(key(record))
         ours, theirs = peak(record), peak(base) if base else None
         if ours is None or theirs is None or ours.view != theirs.view:
-            result.append(Saving(scenario["framework"], label, scenario["kind"],
+            result.append(Saving(scenario["framework"], scenario["model"], label, scenario["kind"],
                                  f"no comparable measurement ({record['status']})"))
             continue
-        result.append(Saving(scenario["framework"], label, scenario["kind"], None, theirs.measured - ours.measured,
+        result.append(Saving(scenario["framework"], scenario["model"], label, scenario["kind"], None,
+                             theirs.measured - ours.measured,
                              (theirs.measured - ours.measured) / theirs.measured, theirs.estimate - ours.estimate,
                              ours.seconds / theirs.seconds if theirs.seconds else None))
     return result
@@ -93,7 +106,11 @@ def savings(run: dict) -> list[Saving]:
 
 @dataclass(frozen=True)
 class Fit:
-    """y = a * x^exponent fitted in log-log space, and the linear slope (bytes per unit of x)."""
+    """y = offset + scale * x^exponent by least squares, and the linear slope (bytes per unit of x).
+
+    The offset takes up what does not grow with x (in a host figure, runtime the probe's constant only
+    approximates), so the exponent describes the part that grows.
+    """
 
     framework: str
     technique: str
@@ -101,17 +118,27 @@ class Fit:
     points: tuple[tuple[int, int], ...]
     exponent: float
     slope: float
+    offset: float
 
 
-def _fit(points: list[tuple[int, int]]) -> tuple[float, float]:
-    """(log-log exponent, linear slope) by least squares; points with y <= 0 are left out of the log fit."""
-    logs = [(math.log(x), math.log(y)) for x, y in points if y > 0]
-    mean_x, mean_y = (sum(v) / len(logs) for v in zip(*logs, strict=True))
-    exponent = (sum((x - mean_x) * (y - mean_y) for x, y in logs)
-                / sum((x - mean_x) ** 2 for x, _ in logs))
-    lx, ly = (sum(v) / len(points) for v in zip(*points, strict=True))
-    slope = sum((x - lx) * (y - ly) for x, y in points) / sum((x - lx) ** 2 for x, _ in points)
-    return exponent, slope
+def _linear(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
+    """(intercept, slope, squared error) of y on x."""
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread if spread else 0.0
+    intercept = mean_y - slope * mean_x
+    return intercept, slope, sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+
+
+EXPONENTS = [k / 100 for k in range(0, 201)]  # 0 to 2 in steps of 0.01
+
+
+def _fit(points: list[tuple[int, int]]) -> tuple[float, float, float]:
+    """(exponent, linear slope, offset): the exponent whose linear fit of y on x^k leaves the least error."""
+    xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
+    best = min(EXPONENTS, key=lambda k: _linear([x**k for x in xs], ys)[2])
+    offset, _, _ = _linear([x**best for x in xs], ys)
+    return best, _linear(xs, ys)[1], offset
 
 
 def sweep_fits(run: dict, axis: str) -> list[Fit]:

@@ -38,6 +38,14 @@ def allocated_peak(phase: dict) -> tuple[int | None, str | None]:
     return None, None
 
 
+def allocated_now(phase: dict) -> int | None:
+    """The allocator's bytes in tensors when the phase ended (torch, TensorFlow, JAX names)."""
+    for name in ("allocated", "allocator_current", "bytes_in_use"):
+        if name in phase["allocator"]:
+            return phase["allocator"][name]["bytes"]
+    return None
+
+
 def baseline(record: dict, device: str) -> int | None:
     """The driver's figure for the context phase: the interpreter, the framework and the device runtime,
     before any model exists. Phase rises are measured above it."""

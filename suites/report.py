@@ -82,13 +82,14 @@ def _savings_section(run: dict) -> list[str]:
              "Against the same framework's baseline (no technique, Adam, same model and batch) at the training "
              "peak (inference peak for `tracked`), in the view of the estimate table above. Negative: it cost "
              "memory. Time: the steady step's seconds over the baseline's.", "",
-             "| technique | framework | saved (MiB) | saved | predicted (MiB) | step time |",
-             "|---|---|---:|---:|---:|---:|"]
-    for saving in sorted(found, key=lambda s: (s.technique, s.framework)):
+             "| technique | model | framework | saved (MiB) | saved | predicted (MiB) | step time |",
+             "|---|---|---|---:|---:|---:|---:|"]
+    for saving in sorted(found, key=lambda s: (s.technique, s.model, s.framework)):
         if saving.unavailable:
-            lines.append(f"| {saving.technique} | {saving.framework} | not available: {saving.unavailable} | | | |")
+            lines.append(f"| {saving.technique} | {saving.model} | {saving.framework} | not available: "
+                         f"{saving.unavailable} | | | |")
             continue
-        lines.append(f"| {saving.technique} | {saving.framework} | {_mib(saving.measured)} | "
+        lines.append(f"| {saving.technique} | {saving.model} | {saving.framework} | {_mib(saving.measured)} | "
                      f"{_share(saving.measured_share)} | {_mib(saving.predicted)} | "
                      + (f"{saving.time_ratio:.2f}x |" if saving.time_ratio else "- |"))
     return lines
@@ -111,13 +112,16 @@ def _sweeps_section(run: dict) -> list[str]:
         for growth in analysis.sweep_fits(run, axis):
             if not lines:
                 lines = ["", "## Growth with batch and depth", "",
-                         "Fitted y = a x^k in log-log space, and the linear slope. Batch: keras-small's training "
-                         "peak. Depth: plain-N's activation memory (the peak minus the measured constant, "
-                         "weights, gradients, optimizer state, inputs and update temporaries).", "",
-                         "| sweep | framework | technique | exponent k | slope | points (x: MiB) |",
-                         "|---|---|---|---:|---:|---|"]
+                         "Fitted y = c + b x^k by least squares (k in steps of 0.01), and the linear slope. "
+                         "Batch: keras-small's training peak. Depth: plain-N's activation memory: in the "
+                         "allocator's view, what the steady step added to what the allocator held when it began; "
+                         "in the driver's view, the peak minus the measured constant and the weights, gradients, "
+                         "optimizer state, inputs and update temporaries.", "",
+                         "| sweep | framework | technique | exponent k | offset c | slope | points (x: MiB) |",
+                         "|---|---|---|---:|---:|---:|---|"]
             unit = "example" if axis == "batch" else "layer"
             lines.append(f"| {axis} | {growth.framework} | {growth.technique} | {growth.exponent:.2f} | "
+                         f"{_mib(growth.offset)} | "
                          f"{growth.slope / 2**20:.2f} MiB per {unit} | "
                          + ", ".join(f"{x}: {_mib(y)}" for x, y in growth.points) + " |")
     return lines

@@ -12,7 +12,7 @@ from tests.conftest import run_cli
 
 
 def test_every_framework_has_its_modes() -> None:
-    assert allocators.mode_names("torch") == ["default", "expandable", "nocache"]
+    assert allocators.mode_names("torch") == ["default", "expandable", "nocache", "fraction=F"]
     assert allocators.mode_names("tensorflow") == ["default", "growth", "limit=MB", "async"]
     assert allocators.mode_names("jax") == ["default", "noprealloc", "fraction=F", "platform"]
     assert allocators.mode_names("a-new-framework") == ["default"]
@@ -32,6 +32,7 @@ def test_bad_modes_name_the_valid_ones(framework: str, text: str) -> None:
     ("torch", "nocache", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
     ("tensorflow", "growth", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}),
     ("tensorflow", "async", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
+    ("torch", "fraction=0.5", {}),  # set through torch.cuda by the adapter, before the first allocation
     ("tensorflow", "limit=2048", {}),  # set through tf.config by the adapter, before the device starts
     ("jax", "noprealloc", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
     ("jax", "fraction=0.25", {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.25"}),
