@@ -114,7 +114,7 @@ class Fit:
 
     framework: str
     technique: str
-    what: str
+    view: str
     points: tuple[tuple[int, int], ...]
     exponent: float
     slope: float
@@ -155,7 +155,7 @@ def sweep_fits(run: dict, axis: str) -> list[Fit]:
             x, y = int(scenario["model"].removeprefix("plain-")), found.activations_measured
         else:
             continue
-        groups.setdefault((scenario["framework"], scenario["technique"], scenario["optimizer"]), []).append((x, y))
-    what = "training peak" if axis == "batch" else "activation memory"
-    return [Fit(framework, technique, what, tuple(sorted(points)), *_fit(points))
-            for (framework, technique, _), points in sorted(groups.items()) if len({x for x, _ in points}) >= 2]
+        groups.setdefault((scenario["framework"], scenario["technique"], scenario["optimizer"], found.view),
+                          []).append((x, y))
+    return [Fit(framework, technique, view, tuple(sorted(points)), *_fit(points))
+            for (framework, technique, _, view), points in sorted(groups.items()) if len({x for x, _ in points}) >= 2]

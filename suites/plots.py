@@ -171,7 +171,7 @@ def sweeps(run: dict, path: Path) -> Path:
             xs, ys = zip(*fit.points, strict=True)
             style = "--" if fit.technique == "checkpoint" else "-"
             axis.plot(xs, [max(y, 1) / MIB for y in ys], style, marker="o", color=f"C{frameworks.index(fit.framework)}",
-                      label=f"{fit.framework} {fit.technique}: exponent {fit.exponent:.2f}, "
+                      label=f"{fit.framework} {fit.technique} ({fit.view}): exponent {fit.exponent:.2f}, "
                             f"{fit.slope / MIB:.2f} MiB per {'example' if axis_name == 'batch' else 'layer'}")
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")

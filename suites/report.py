@@ -120,8 +120,8 @@ def _sweeps_section(run: dict) -> list[str]:
                          "| sweep | framework | technique | exponent k | offset c | slope | points (x: MiB) |",
                          "|---|---|---|---:|---:|---:|---|"]
             unit = "example" if axis == "batch" else "layer"
-            lines.append(f"| {axis} | {growth.framework} | {growth.technique} | {growth.exponent:.2f} | "
-                         f"{_mib(growth.offset)} | "
+            lines.append(f"| {axis} | {growth.framework} | {growth.technique} ({growth.view}) | "
+                         f"{growth.exponent:.2f} | {_mib(growth.offset)} | "
                          f"{growth.slope / 2**20:.2f} MiB per {unit} | "
                          + ", ".join(f"{x}: {_mib(y)}" for x, y in growth.points) + " |")
     return lines
