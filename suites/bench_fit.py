@@ -24,8 +24,8 @@ def test_fit(benchmark, question: Question, scenario: Scenario, record_property,
     benchmark.group = f"fit: {question.story}"
     timeout = float(os.environ.get("FOOTPRINT_TIMEOUT", DEFAULT_TIMEOUT_S))
     result = benchmark.pedantic(fit.find, args=(scenario, fit.parse_budget(question.budget),
-                                                lambda probe: run_scenario(probe, timeout=timeout)),
-                                rounds=1, iterations=1)
+                                                lambda probe: run_scenario(probe, timeout=timeout),
+                                                question.max_batch), rounds=1, iterations=1)
     result["question"] = question.story
     run_files("fit", scenario.device).add_fit(result)
     record_property("footprint", fit.describe(result).splitlines()[0])

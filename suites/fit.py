@@ -69,8 +69,11 @@ def judge(record: dict, budget: int) -> Probe:
     return Probe(batch, "ok", peak, peak <= budget, f"peak {peak / 2**20:,.0f} MiB, {verdict} the budget")
 
 
-def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict]) -> dict:
-    """Doubles the batch from 1 until a probe fails, then bisects: the answer passed and the next batch failed."""
+def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict], max_batch: int = MAX_BATCH) -> dict:
+    """Doubles the batch from 1 until a probe fails, then bisects: the answer passed and the next batch failed.
+
+    `max_batch` bounds the search (and its compute time); an answer at the bound says so.
+    """
     scenario, how = capped(scenario, budget)
     unit = ACCUMULATION_STEPS if scenario.technique == "accumulate" else 1  # micro-batches need a multiple
     probes: dict[int, Probe] = {}
@@ -82,7 +85,7 @@ def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict]) -> di
 
     passed, failed = 0, None
     multiple = 1
-    while multiple * unit <= MAX_BATCH:
+    while multiple * unit <= max_batch:
         if not probe(multiple):
             failed = multiple
             break
@@ -106,7 +109,7 @@ def describe(result: dict) -> str:
     if result["largest_batch"] is None:
         head += "does not fit, not even batch 1"
     elif result["capped_at_max_batch"]:
-        head += f"fits up to the largest batch tried, {result['largest_batch']}"
+        head += f"fits at every batch tried, up to {result['largest_batch']} (the search's bound)"
     else:
         head += f"largest batch {result['largest_batch']} (batch {result['first_failing_batch']} does not fit)"
     lines = [head, f"budget {result['how']}", "probes (each a fresh process):"]
