@@ -87,7 +87,9 @@ def _fit(args: argparse.Namespace) -> int:
                                optimizer=args.optimizer, device=device.resolve(args.device), technique=args.technique)
     if scenario.unavailable:
         raise SpecError(f"technique {args.technique}: {scenario.unavailable}")
-    result = fit.find(scenario, budget, lambda probe: run_scenario(probe, timeout=args.timeout))
+    if args.max_batch < 1:
+        raise SpecError(f"max-batch must be a positive integer, got {args.max_batch}")
+    result = fit.find(scenario, budget, lambda probe: run_scenario(probe, timeout=args.timeout), args.max_batch)
     print(fit.describe(result))
     if args.out:
         atomic_write_json(args.out, result)
@@ -155,6 +157,7 @@ def parser() -> argparse.ArgumentParser:
     fits.add_argument("--technique", default="none", choices=TECHNIQUES)
     fits.add_argument("--device", default="auto", choices=DEVICES)
     fits.add_argument("--timeout", type=float, default=600.0, help="seconds per probe")
+    fits.add_argument("--max-batch", type=int, default=4096, help="the largest batch to try")
     fits.add_argument("--out", help="also write the result and its probes as JSON here")
     fits.set_defaults(action=_fit)
 
