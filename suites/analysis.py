@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.record import phase
+from models.scenario import Scenario
 from suites.constants import PROBE
 from suites.figures import allocated_now
 
@@ -67,10 +68,10 @@ class Saving:
 
 
 def _label(record: dict) -> str:
-    scenario = record["scenario"]
-    if scenario["technique"] != "none":
-        return scenario["technique"]
-    return scenario["optimizer"] if scenario["kind"] == "train" and scenario["optimizer"] != "adam" else "none"
+    scenario = Scenario.from_dict(record["scenario"])  # older records lack later fields: take their defaults
+    if scenario.technique != "none":
+        return scenario.technique
+    return scenario.optimizer if scenario.kind == "train" and scenario.optimizer != "adam" else "none"
 
 
 def savings(run: dict) -> list[Saving]:
@@ -84,7 +85,7 @@ def savings(run: dict) -> list[Saving]:
     baselines = {key(r): r for r in records if _label(r) == "none"}
     result = []
     for record in records:
-        scenario, label = record["scenario"], _label(record)
+        scenario, label = Scenario.from_dict(record["scenario"]).to_dict(), _label(record)
         if label == "none":
             continue
         if record["status"] == "unavailable":
@@ -145,7 +146,7 @@ def sweep_fits(run: dict, axis: str) -> list[Fit]:
     """Memory against the batch (keras-small: the whole training peak) or the depth (plain-N: its activations)."""
     groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
     for record in run["records"]:
-        scenario = record["scenario"]
+        scenario = Scenario.from_dict(record["scenario"]).to_dict()
         found = peak(record)
         if found is None:
             continue

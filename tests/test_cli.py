@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from models.catalogue import listed_models
 from models.scenario import PHASES
+from suites.registry import ROOT
+from suites.report import render
 from tests.conftest import run_cli
 
 VALID = ["--framework", "torch", "--model", "keras-small", "--scenario", "infer", "--device", "cpu"]
@@ -71,3 +74,16 @@ def test_models_lists_the_catalogue_with_counts() -> None:
     assert done.returncode == 0
     for spec in listed_models():
         assert f"{spec.param_count:,}" in done.stdout and spec.name in done.stdout
+
+
+RUN_FILES = [path for path in sorted((ROOT / "results").glob("*.json"))
+             if json.loads(path.read_text()).get("kind") == "footprint.run"]
+
+
+@pytest.mark.parametrize("run_file", RUN_FILES, ids=lambda path: path.stem)
+def test_every_committed_run_file_renders(run_file: Path, tmp_path: Path) -> None:
+    """Run files from older commits lack later fields; the report must still read them."""
+    copy = tmp_path / run_file.name
+    shutil.copy(run_file, copy)
+    written = render(copy)
+    assert copy.with_suffix(".md").read_text().startswith("# footprint: suite") and all(p.exists() for p in written)
