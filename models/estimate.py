@@ -29,6 +29,7 @@ class Rules:
     label_bytes: int  # one integer class label
     explicit_padding: bool  # asymmetric 'same' padding is a padded copy of the input
     optimizer_state_phase: str  # the phase in which the optimizer state is allocated
+    state_before_step: bool  # in that phase it is made before the step's forward pass (Keras's build)
     keeps_gradients: bool  # gradients stay allocated after the step, until the next one clears them
     streams_gradients: bool  # each update runs as soon as its gradient exists, so few are live at once
     init_copies: int  # temporaries of the largest random tensor (a parameter or the batch) while it is drawn
@@ -42,12 +43,14 @@ SAVES_INPUT = {"conv2d": ("input",), "dense": ("input",), "relu": ("output",), "
 RULES = {
     "neutral": Rules(
         saves=SAVES_INPUT, label_bytes=INT64, explicit_padding=False, optimizer_state_phase="train_step_1",
-        keeps_gradients=False, streams_gradients=False, init_copies=0, accumulator_copies=0, update_temporaries={},
+        state_before_step=False, keeps_gradients=False, streams_gradients=False, init_copies=0, accumulator_copies=0,
+        update_temporaries={},
         why="no framework named: each weighted layer keeps its input, ReLU its output, max-pool its input;"
             " every gradient is live at the update, which allocates nothing"),
     "torch": Rules(
         saves=SAVES_INPUT | {"maxpool2d": ("input", "indices")}, label_bytes=INT64, explicit_padding=True,
-        optimizer_state_phase="train_step_1", keeps_gradients=True, streams_gradients=False, init_copies=0,
+        optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_gradients=False,
+        init_copies=0,
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv and linear keep their input,"
             " ReLU its output, max_pool2d its input and int64 indices; ZeroPad2d's padded copy replaces"
@@ -56,18 +59,21 @@ RULES = {
             " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad"),
     "tensorflow": Rules(
         saves=SAVES_INPUT | {"maxpool2d": ("input", "output")}, label_bytes=4, explicit_padding=False,
-        optimizer_state_phase="train_step_1", keeps_gradients=False, streams_gradients=True, init_copies=2,
+        optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_gradients=True,
+        init_copies=2,
         accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
                             ("sgd", "cpu"): ("largest", 1), ("sgd", "cuda"): ("largest", 1),
                             ("momentum", "cpu"): ("largest", 1), ("momentum", "cuda"): ("largest", 1)},
         why="gradient functions: Conv2D and MatMul keep their input, Relu its output, MaxPool its input and"
-            " output; Keras builds the optimizer's variables at the first train_on_batch; the traced step"
+            " output; Keras builds the optimizer's variables at the first train_on_batch, before the step runs"
+            " (Trainer._symbolic_build); the traced step"
             " is a dataflow graph, so each variable's update runs once its gradient exists and gradients"
             " are not all live at once (one largest in flight); Keras's Adam update keeps two temporaries"
             " of a variable; drawing a random tensor (initializer or batch) makes two temporaries of it"),
     "jax": Rules(
         saves=SAVES_INPUT | {"relu": ("mask",)}, label_bytes=4, explicit_padding=False,
-        optimizer_state_phase="compile", keeps_gradients=False, streams_gradients=False, init_copies=2,
+        optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_gradients=False,
+        init_copies=2,
         accumulator_copies=1, update_temporaries={},
         why="jax.vjp residuals: conv and dot keep their input, relu's jvp keeps the boolean x > 0,"
             " reduce_window max its operand; optax's state is created in compile (optimizer.init);"
@@ -271,8 +277,9 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
                   "gradients": min(weights, largest) if rules.streams_gradients else weights,
                   "accumulated_gradients": accumulator,
                   "update_temporaries": _update_temporaries(rules, optimizer, device, weights, largest)}
-        # the state exists during the backward pass only if it was made before this step began
-        before = state if phase_names.index(name) > phase_names.index(rules.optimizer_state_phase) else 0
+        # the state exists during the backward pass only if it was made before this step's forward
+        made, here = phase_names.index(rules.optimizer_state_phase), phase_names.index(name)
+        before = state if here > made or (here == made and rules.state_before_step) else 0
         in_place_sum = micro > 1 and not rules.accumulator_copies  # torch: earlier micro-batches' .grad
         backward = {"weights": weights, "inputs": inputs, "optimizer_state": before,
                     "gradients": weights if in_place_sum else acts.backward_gradients,
