@@ -21,7 +21,6 @@ from suites.runfile import RESULTS
 
 PROBE = "probe"
 KIND = "footprint.constants"
-VIEWS = ("driver", "allocator")
 
 
 def path(resolved_device: str) -> Path:

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from suites.constants import PROBE
 
 VIEW_NAMES = {"driver": "rise above the context (driver's view)", "allocator": "allocator's peak"}
-SOURCES = ("footprint", "framework")
 
 
 @dataclass(frozen=True)
