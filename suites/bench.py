@@ -7,7 +7,7 @@ import os
 import pytest
 
 from suites import device
-from suites.matrix import fit_questions, scenarios, suite_settings
+from suites.matrix import size, suite_settings
 from suites.registry import ROOT, interpreter
 from suites.report import render
 from suites.runfile import run_path
@@ -19,8 +19,7 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
     _, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
     for framework in chosen:
         interpreter(framework, resolved)
-    size = f"{len(fit_questions())} fit questions" if suite == "fit" else f"{len(scenarios(suite))} scenarios"
-    print(f"footprint: suite {suite}, {size} on {device.describe(resolved)}", flush=True)
+    print(f"footprint: suite {suite}, {size(suite)} on {device.describe(resolved)}", flush=True)
     code = pytest.main([str(ROOT / "suites" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
                         "--benchmark-columns=max", "--benchmark-sort=name", "-W", "ignore::DeprecationWarning"])
     path = run_path(suite, resolved)

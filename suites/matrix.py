@@ -118,3 +118,8 @@ def fit_questions() -> list[tuple[Question, Scenario]]:
     return [(question, Scenario.create(framework, question.model, kind=question.kind, batch=1, device=resolved,
                                        optimizer=question.optimizer, technique=question.technique))
             for question in FIT_QUESTIONS for framework in chosen_frameworks]
+
+
+def size(name: str) -> str:
+    """What a suite runs, in words: its scenarios, or for the fit suite its questions."""
+    return f"{len(fit_questions())} fit questions" if name == "fit" else f"{len(scenarios(name))} scenarios"

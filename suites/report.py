@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from models.record import phase
@@ -127,21 +128,30 @@ def _sweeps_section(run: dict) -> list[str]:
     return lines
 
 
-def _estimate_rows(records: list[dict], kind: str) -> list[str]:
-    """Per phase the estimate against the measurement in each view, then the floor and the peak's breakdown."""
+def _phase_rows(records: list[dict], kind: str, label: str, cell: Callable[[dict, str], str]) -> list[str]:
+    """One row per phase of `kind` with a cell per record; a phase where every cell is '-' is left out."""
     rows = []
     for name in PHASES[kind]:
-        cells = []
-        for record in records:
-            views = record.get("comparison", {}).get(name, {})
-            parts = [f"{view}: {_mib(figures['estimate'])} vs {_mib(figures['measured'])} "
-                     f"({_share(figures['relative_error'])})"
-                     + (f"; own {_mib(figures['framework_estimate'])} ({_share(figures['framework_relative_error'])})"
-                        if "framework_estimate" in figures else "")
-                     for view, figures in views.items() if "estimate" in figures]
-            cells.append("<br>".join(parts) or "-")
-        if any(cell != "-" for cell in cells):
-            rows.append(f"| {name}: estimate vs measured | " + " | ".join(cells) + " |")
+        cells = [cell(record, name) for record in records]
+        if any(text != "-" for text in cells):
+            rows.append(f"| {name}: {label} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def _estimate_cell(record: dict, name: str) -> str:
+    """Each view's estimate against its measurement, and the framework's own estimate where it has one."""
+    views = record.get("comparison", {}).get(name, {})
+    parts = [f"{view}: {_mib(figures['estimate'])} vs {_mib(figures['measured'])} "
+             f"({_share(figures['relative_error'])})"
+             + (f"; own {_mib(figures['framework_estimate'])} ({_share(figures['framework_relative_error'])})"
+                if "framework_estimate" in figures else "")
+             for view, figures in views.items() if "estimate" in figures]
+    return "<br>".join(parts) or "-"
+
+
+def _estimate_rows(records: list[dict], kind: str) -> list[str]:
+    """Per phase the estimate against the measurement in each view, then the floor and the peak's breakdown."""
+    rows = _phase_rows(records, kind, "estimate vs measured", _estimate_cell)
     rows.append("| peak / floor | " + " | ".join(
         f"{r['floor']['ratio']:,.2f}x ({r['floor'].get('ratio_over_context', 0):,.2f}x over the context); "
         f"floor {_mib(r['floor']['bytes'])}" if "ratio" in r.get("floor", {}) else "-" for r in records) + " |")
@@ -177,18 +187,15 @@ def _error_summary(run: dict) -> list[str]:
                      f"{figures['max']:.1%} |")
     return lines
 
+def _allocator_cell(record: dict, name: str) -> str:
+    measured = phase(record, name) or {"allocator": {}}
+    return ", ".join(f"{counter} {_mib(figure['bytes'])} ({figure['semantics']})"
+                     for counter, figure in measured["allocator"].items()) or "-"
+
+
 def _allocator_rows(records: list[dict], kind: str) -> list[str]:
     """The frameworks' own figures (MiB, with their semantics), one row per phase that has any."""
-    rows = []
-    for name in PHASES[kind]:
-        cells = []
-        for record in records:
-            measured = phase(record, name) or {"allocator": {}}
-            cells.append(", ".join(f"{counter} {_mib(figure['bytes'])} ({figure['semantics']})"
-                                   for counter, figure in measured["allocator"].items()) or "-")
-        if any(cell != "-" for cell in cells):
-            rows.append(f"| {name}: allocator | " + " | ".join(cells) + " |")
-    return rows
+    return _phase_rows(records, kind, "allocator", _allocator_cell)
 
 
 def _nvml_rows(records: list[dict], kind: str) -> list[str]:
