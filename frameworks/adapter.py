@@ -27,10 +27,15 @@ class Adapter(ABC):
     """Builds the spec's net in one framework and runs the phases of a scenario."""
 
     name: ClassVar[str]
+    # Compile in a helper process before the measured phases and load the result in `compile`: for a framework
+    # whose compile-time scratch (GPU autotuning) would set a peak counter that cannot be reset.
+    compiles_ahead: ClassVar[bool] = False
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.spec = scenario.spec
+        self.compiled_path: str | None = None  # set by the worker where the compile helper succeeded
+        self.helper_failure: str | None = None  # or why it did not
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -51,6 +56,14 @@ class Adapter(ABC):
     def environment(self) -> dict[str, str]:
         """Variables the framework reads at import or device start; set before `import_framework`."""
         return {}
+
+    def helper_environment(self) -> dict[str, str]:
+        """What the compile helper changes in the worker's environment (it must not take the worker's pool)."""
+        return {}
+
+    def save_compiled(self, path: str) -> None:
+        """In the compile helper, after `compile`: writes what the worker's `compile` loads from `compiled_path`."""
+        raise NotImplementedError(f"{self.name} does not compile ahead")
 
     @abstractmethod
     def import_framework(self) -> dict[str, str]:
@@ -82,7 +95,10 @@ class Adapter(ABC):
 
     @abstractmethod
     def allocate(self, nbytes: int) -> object:
-        """A filled fp32 array of `nbytes` on the device, held by the caller: the calibration target."""
+        """A filled fp32 array of `nbytes` on the device, held by the caller: the calibration target.
+
+        It is copied from the host: a fill kernel would load its CUDA module in the same phase (lazy loading),
+        and the driver would see the module beside the allocation."""
 
     def synchronize(self) -> None:
         """Waits for queued device work, so a reading belongs to the phase that caused it."""

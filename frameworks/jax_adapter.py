@@ -1,18 +1,30 @@
 """JAX with optax: a pure function over a list of per-layer parameters, jitted ahead of time.
 
-`compile` lowers and compiles the train step (parameters and optimizer state donated, as in
-idiomatic JAX training) and the forward pass, so XLA's static memory plan is in the record.
+The train step (parameters and optimizer state donated, as in idiomatic JAX training) and the forward
+pass are lowered and compiled in a helper process before the phases, then loaded in `compile`. On a
+GPU, compiling autotunes GEMM and convolution algorithms with scratch buffers far larger than the
+step needs; JAX's peak counter cannot be reset, so scratch in the worker would hide every later
+phase's peak. The helper's own figures record that scratch, labelled as compile-time; XLA's static
+memory plan of each executable is in the record too.
 """
 
 from __future__ import annotations
 
 import functools
+import pickle
 from importlib import metadata
 from typing import TYPE_CHECKING
 
 from frameworks.adapter import Adapter, init_bound
 from models import techniques
-from models.record import AT_PHASE_END, PEAK_SINCE_PROCESS_START, STATIC_PLAN, counter
+from models.record import (
+    AT_PHASE_END,
+    PEAK_AT_MOST,
+    PEAK_SINCE_PHASE_START,
+    PEAK_SINCE_PROCESS_START,
+    STATIC_PLAN,
+    counter,
+)
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
 
@@ -22,13 +34,19 @@ if TYPE_CHECKING:
     import optax
 
 Params = list[dict[str, "jax.Array"]]
+POOL_STATISTICS = ("pool_bytes", "peak_pool_bytes")  # the BFC pool's size, where this jaxlib reports it
 
 
 class JaxAdapter(Adapter):
     name = "jax"
+    compiles_ahead = True
 
     def environment(self) -> dict[str, str]:
         return {"JAX_PLATFORMS": self.scenario.device}
+
+    def helper_environment(self) -> dict[str, str]:
+        """The helper grows its pool as needed: a second 75 % pool beside the worker's would not fit."""
+        return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
     def import_framework(self) -> dict[str, str]:
         global jax, optax
@@ -134,12 +152,11 @@ class JaxAdapter(Adapter):
             return optax.MultiSteps(optimizer, every_k_schedule=self._micro_batches)
         return optimizer
 
-    def compile(self) -> dict[str, object]:
-        forward = jax.jit(self.apply).lower(self.params, self.inputs).compile()
-        self.forward_compiled, plans = forward, {"forward": _plan(forward)}
+    def _compile(self) -> dict[str, jax.stages.Compiled]:
+        """Lowers and compiles the forward pass and, for training, the step (optimizer state made first)."""
+        executables = {"forward": jax.jit(self.apply).lower(self.params, self.inputs).compile()}
         if self.scenario.kind == "train":
             optimizer = self._optimizer()
-            self.opt_state = optimizer.init(self.params)
 
             def step(params: Params, opt_state: object, inputs: jax.Array, targets: jax.Array) -> tuple:
                 loss, grads = jax.value_and_grad(self._scaled_loss)(params, inputs, targets)
@@ -147,12 +164,44 @@ class JaxAdapter(Adapter):
                 updates, opt_state = optimizer.update(grads, opt_state, params)
                 return optax.apply_updates(params, updates), opt_state, loss / self._loss_scale
 
-            self.step = jax.jit(step, donate_argnums=(0, 1)).lower(
+            executables["train_step"] = jax.jit(step, donate_argnums=(0, 1)).lower(
                 self.params, self.opt_state, self._split(self.inputs)[0], self._split(self.targets)[0]).compile()
-            plans["train_step"] = _plan(self.step)
+        return executables
+
+    def compile(self) -> dict[str, object]:
+        if self.scenario.kind == "train":
+            self.opt_state = self._optimizer().init(self.params)
             jax.block_until_ready(self.opt_state)
-        return {"what": "optimizer state created; train step and forward lowered and compiled ahead of time",
-                "memory_analysis": plans}
+        if self.compiled_path:
+            from jax.experimental import serialize_executable
+
+            with open(self.compiled_path, "rb") as saved:
+                payload = pickle.load(saved)
+            executables = {name: serialize_executable.deserialize_and_load(*parts)
+                           for name, parts in payload["executables"].items()}
+            notes = {"what": "optimizer state created; the forward pass and train step loaded, as compiled and "
+                             "autotuned by the helper process before the phases",
+                     "compiled_in": "helper process", "helper_memory": payload["memory"]}
+        elif self.helper_failure:
+            raise RuntimeError(self.helper_failure)
+        else:  # the helper itself, or a worker used without one (the parity checks)
+            before = self._stats()
+            executables = self._compile()
+            self.compile_memory = _compile_scratch(before, self._stats())
+            notes = {"what": "optimizer state created; train step and forward lowered and compiled ahead of time",
+                     "compiled_in": "this process"}
+        self.forward_compiled, self.step = executables["forward"], executables.get("train_step")
+        return notes | {"memory_analysis": {name: _plan(compiled) for name, compiled in executables.items()}}
+
+    def save_compiled(self, path: str) -> None:
+        from jax.experimental import serialize_executable
+
+        executables = {"forward": self.forward_compiled} | ({"train_step": self.step} if self.step else {})
+        payload = {"executables": {name: serialize_executable.serialize(compiled)
+                                   for name, compiled in executables.items()},
+                   "memory": self.compile_memory}
+        with open(path, "wb") as out:
+            pickle.dump(payload, out)
 
     def train_step(self) -> dict[str, float]:
         total = 0.0
@@ -170,24 +219,40 @@ class JaxAdapter(Adapter):
         self.forward_compiled(self.params, self.inputs).block_until_ready()
 
     def allocate(self, nbytes: int) -> object:
-        return jax.device_put(jax.numpy.ones(nbytes // 4), self.device).block_until_ready()
+        import numpy as np
+
+        return jax.device_put(np.ones(nbytes // 4, np.float32), self.device).block_until_ready()
 
     def synchronize(self) -> None:
         if getattr(self, "params", None) is not None:
             jax.block_until_ready(self.params)
+
+    def _stats(self) -> dict[str, int] | None:
+        """The device allocator's statistics; None on the CPU, or before the device exists."""
+        return self.device.memory_stats() if hasattr(self, "device") else None
+
+    def reset_peaks(self) -> None:
+        """JAX cannot reset its peak: remember it, so a phase whose peak rose above it has a true in-phase peak."""
+        stats = self._stats()
+        self.peak_at_start = stats["peak_bytes_in_use"] if stats else 0
 
     def counters(self) -> dict[str, dict]:
         if not hasattr(self, "device"):
             return {}
         live = sum(array.nbytes for array in jax.live_arrays())
         figures = {"live_arrays": counter(live, AT_PHASE_END)}
-        stats = self.device.memory_stats()  # None on the CPU
+        stats = self._stats()
         if stats:
+            peak = stats["peak_bytes_in_use"]
+            rose = peak > getattr(self, "peak_at_start", 0)
             figures |= {
-                "peak_bytes_in_use": counter(stats["peak_bytes_in_use"], PEAK_SINCE_PROCESS_START),
+                # rose in the phase: the process's highest value was reached inside it, so it is the phase's peak
+                "peak_bytes_in_phase": counter(peak, PEAK_SINCE_PHASE_START if rose else PEAK_AT_MOST),
+                "peak_bytes_in_use": counter(peak, PEAK_SINCE_PROCESS_START),
                 "bytes_in_use": counter(stats["bytes_in_use"], AT_PHASE_END),
                 "bytes_limit": counter(stats.get("bytes_limit", 0), AT_PHASE_END),
             }
+            figures |= {name: counter(stats[name], AT_PHASE_END) for name in POOL_STATISTICS if name in stats}
         return figures
 
     def tensor_bytes(self) -> dict[str, int | None]:
@@ -217,6 +282,16 @@ class JaxAdapter(Adapter):
 
 def _nbytes(tree: object) -> int:
     return sum(leaf.nbytes for leaf in jax.tree.leaves(tree))
+
+
+def _compile_scratch(before: dict | None, after: dict | None) -> dict[str, dict]:
+    """What compiling added above the arrays live before it (GPU autotuning's scratch); nothing on the CPU."""
+    if not before or not after:
+        return {}
+    scratch = max(0, after["peak_bytes_in_use"] - before["bytes_in_use"])
+    return {"compile_scratch": counter(scratch, PEAK_SINCE_PHASE_START if after["peak_bytes_in_use"] >
+                                       before["peak_bytes_in_use"] else PEAK_AT_MOST),
+            "peak_bytes_in_use": counter(after["peak_bytes_in_use"], PEAK_SINCE_PROCESS_START)}
 
 
 def _plan(compiled: jax.stages.Compiled) -> dict[str, dict]:

@@ -159,8 +159,10 @@ class TensorflowAdapter(Adapter):
                 self.model.predict_on_batch(self.inputs)
 
     def allocate(self, nbytes: int) -> object:
+        import numpy as np
+
         with tf.device(self.device_name):
-            return tf.ones([nbytes // 4])
+            return tf.constant(np.ones(nbytes // 4, np.float32))
 
     def synchronize(self) -> None:
         if self.scenario.device == "cuda" and hasattr(self, "device_name"):

@@ -36,6 +36,14 @@ def _checkpointed(modules: list[torch.nn.Module]) -> torch.nn.Module:
     return Checkpointed(*modules)
 
 
+def device_of(name: str) -> torch.device:
+    """'cuda' as the indexed device 0 (the first CUDA_VISIBLE_DEVICES leaves): torch's per-device calls
+    (set_per_process_memory_fraction, the memory statistics) refuse a CUDA device without an index."""
+    import torch
+
+    return torch.device("cuda", 0) if name == "cuda" else torch.device(name)
+
+
 def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 
@@ -50,7 +58,7 @@ class TorchAdapter(Adapter):
         return {"torch": torch.__version__, "cuda": str(torch.version.cuda)}
 
     def init_device(self) -> str:
-        self.device = torch.device(self.scenario.device)
+        self.device = device_of(self.scenario.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"torch {torch.__version__} sees no CUDA device")
         mode, value = allocators.parse(self.name, self.scenario.allocator)
@@ -181,7 +189,7 @@ class TorchAdapter(Adapter):
             self.model(self.inputs)
 
     def allocate(self, nbytes: int) -> object:
-        return torch.ones(nbytes // 4, device=self.device)
+        return torch.ones(nbytes // 4).to(self.device)
 
     def synchronize(self) -> None:
         if getattr(self, "device", None) is not None and self.device.type == "cuda":
@@ -194,6 +202,8 @@ class TorchAdapter(Adapter):
     def counters(self) -> dict[str, dict]:
         if getattr(self, "device", None) is None or self.device.type != "cuda":
             return {}  # torch offers no allocator statistics for the CPU
+        if not allocators.counted(self.name, self.scenario.allocator):
+            return {}  # without caching the statistics stay at zero: no figure beats a false one
         cuda = torch.cuda
         return {
             "allocated_peak": counter(cuda.max_memory_allocated(self.device), PEAK_SINCE_PHASE_START),

@@ -3,6 +3,7 @@
     python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort]
     python -m frameworks.worker params FRAMEWORK MODEL...
     python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ
+    python -m frameworks.worker ahead SCENARIO_JSON OUT    (the compile helper, started by a scenario worker)
 
 The scenario record is rewritten (atomically) after every phase, so whatever kills this
 process, the orchestrator still has every phase that finished.
@@ -15,7 +16,9 @@ import importlib
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +30,7 @@ from models.record import RUNNING, SCHEMA_VERSION, atomic_write_json, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
 CALIBRATION_HOLD_S = 0.5
+HELPER_OUTPUT_LINES = 5
 
 
 def load_adapter(scenario: Scenario) -> Adapter:
@@ -113,10 +117,42 @@ def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], d
             "allocate": allocate}
 
 
+def compile_ahead(adapter: Adapter, folder: str) -> dict:
+    """Runs the adapter's compile helper before any phase, so its scratch is in no measured window.
+
+    The helper is a fresh process of this interpreter that builds and compiles the same scenario and saves
+    the executables for the worker's `compile` to load; a failure is kept for `compile` to report.
+    """
+    if not adapter.compiles_ahead or "compile" not in adapter.scenario.phases:
+        return {}
+    path, log = os.path.join(folder, "compiled"), os.path.join(folder, "helper.txt")
+    started = time.monotonic()
+    with open(log, "wb") as output:
+        done = subprocess.run([sys.executable, "-m", "frameworks.worker", "ahead",
+                               json.dumps(adapter.scenario.to_dict()), path],
+                              env=os.environ | adapter.helper_environment(), stdout=output, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL)
+    with open(log, errors="replace") as output:
+        tail = output.read().splitlines()[-HELPER_OUTPUT_LINES:]
+    if done.returncode == 0:
+        adapter.compiled_path = path
+    else:
+        adapter.helper_failure = f"the compile helper failed (exit status {done.returncode}): {' | '.join(tail)}"
+    return {"what": "compiled in a helper process before the phases; `compile` loads its executables",
+            "seconds": round(time.monotonic() - started, 3), "exit_code": done.returncode,
+            "env_set": adapter.helper_environment()}
+
+
 def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
     adapter = load_adapter(scenario)
     env = adapter.environment()
     os.environ.update(env)
+    with tempfile.TemporaryDirectory(prefix="footprint-helper-") as folder:
+        return _measure(adapter, scenario, env, out, fault, compile_ahead(adapter, folder))
+
+
+def _measure(adapter: Adapter, scenario: Scenario, env: dict[str, str], out: str, fault: str | None,
+             helper: dict) -> int:
     record: dict = {
         "schema_version": SCHEMA_VERSION,
         "status": RUNNING,
@@ -129,7 +165,7 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
                             "optimizer": {scenario.optimizer: OPTIMIZER_SETTINGS[scenario.optimizer]}},
         "allocator": scenario.allocator_settings,
         "worker": {"pid": os.getpid(), "python": platform.python_version(), "executable": sys.executable,
-                   "platform": platform.platform(), "env_set": env},
+                   "platform": platform.platform(), "env_set": env, "compile_helper": helper},
         "phases": [],
     }
     runner = PhaseRunner(adapter, record, out, fault)
@@ -164,6 +200,13 @@ def built(scenario: Scenario) -> Adapter:
     adapter.init_device()
     adapter.build()
     return adapter
+
+
+def save_compiled(scenario: Scenario, path: str) -> None:
+    """The compile helper's job: build and compile as the worker would, then save the executables."""
+    adapter = built(scenario)
+    adapter.compile()
+    adapter.save_compiled(path)
 
 
 def count_params(framework: str, models: list[str]) -> dict[str, int]:
@@ -201,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("scenario_json")
     job.add_argument("arrays")
     job.add_argument("out")
+    job = jobs.add_parser("ahead")
+    job.add_argument("scenario_json")
+    job.add_argument("out")
     args = parser.parse_args(argv)
     if args.job == "params":
         for name in args.models:
@@ -210,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     scenario = Scenario.from_dict(json.loads(args.scenario_json))
     if args.job == "forward":
         forward(scenario, args.arrays, args.out)
+        return 0
+    if args.job == "ahead":
+        save_compiled(scenario, args.out)
         return 0
     return run_scenario(scenario, args.out, args.fault)
 

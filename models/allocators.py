@@ -20,6 +20,8 @@ class Mode:
     env: dict[str, str]
     value: str = ""  # the name of the mode's parameter ("MB", "F"), or "" for none
     example: str = ""  # the value the allocators suite runs it with
+    preallocates: bool = False  # maps a pool when the device starts: the driver then sees the pool, not the model
+    counted: bool = True  # the allocator's statistics count memory in this mode (torch's stay at zero without caching)
 
 
 MODES: dict[str, dict[str, Mode]] = {
@@ -27,21 +29,23 @@ MODES: dict[str, dict[str, Mode]] = {
         "default": Mode("caching allocator: freed blocks stay reserved for reuse", {}),
         "expandable": Mode("expandable segments: reserved memory grows in place",
                            {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
-        "nocache": Mode("no caching: every free goes back to the driver", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
+        "nocache": Mode("no caching: every free goes back to the driver (the allocator's statistics stay at zero)",
+                        {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}, counted=False),
         "fraction": Mode("caps the caching allocator at fraction F of GPU memory "
                          "(torch.cuda.set_per_process_memory_fraction)", {}, "F", "0.3"),
     },
     "tensorflow": {
-        "default": Mode("maps nearly all GPU memory when the device starts", {}),
+        "default": Mode("maps nearly all GPU memory when the device starts", {}, preallocates=True),
         "growth": Mode("allow_growth: maps memory as it is needed", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}),
-        "limit": Mode("a logical GPU with a memory limit of MB megabytes", {}, "MB", "4096"),
+        "limit": Mode("a logical GPU with a memory limit of MB megabytes, mapped when the device starts", {}, "MB",
+                      "4096", preallocates=True),
         "async": Mode("CUDA's stream-ordered allocator (cudaMallocAsync)", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
     },
     "jax": {
-        "default": Mode("preallocates 75% of GPU memory when the backend starts", {}),
+        "default": Mode("preallocates 75% of GPU memory when the backend starts", {}, preallocates=True),
         "noprealloc": Mode("no preallocation: the pool grows as needed", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
         "fraction": Mode("preallocates fraction F of GPU memory",
-                         {"XLA_PYTHON_CLIENT_MEM_FRACTION": "{value}"}, "F", "0.3"),
+                         {"XLA_PYTHON_CLIENT_MEM_FRACTION": "{value}"}, "F", "0.3", preallocates=True),
         "platform": Mode("no pool: cudaMalloc and cudaFree for every buffer",
                          {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}),
     },
@@ -85,6 +89,16 @@ def parse(framework: str, text: str) -> tuple[str, str]:
     return name, value
 
 
+def preallocates(framework: str, text: str, device: str) -> bool:
+    """Whether the driver's figure for this run is a preallocated pool rather than what the model uses."""
+    return device == "cuda" and _modes(framework)[parse(framework, text)[0]].preallocates
+
+
+def counted(framework: str, text: str) -> bool:
+    """Whether the framework's allocator statistics mean anything in this mode."""
+    return _modes(framework)[parse(framework, text)[0]].counted
+
+
 def settings(framework: str, text: str, module_loading: str, device: str) -> dict:
     """What the mode means for this run: its variables, or why it does not apply."""
     name, value = parse(framework, text)
@@ -93,5 +107,5 @@ def settings(framework: str, text: str, module_loading: str, device: str) -> dic
         return {"mode": text, "applicable": False, "reason": "allocator modes and CUDA module loading "
                 "apply to GPU memory only; this run is on the CPU", "env": {}}
     env = {key: template.replace("{value}", value) for key, template in mode.env.items()}
-    return {"mode": text, "applicable": True, "description": mode.description,
+    return {"mode": text, "applicable": True, "description": mode.description, "preallocates": mode.preallocates,
             "env": env | {"CUDA_MODULE_LOADING": module_loading}}

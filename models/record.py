@@ -45,6 +45,7 @@ def phase(record: dict, name: str) -> dict | None:
 # What a memory figure means, recorded beside every value.
 PEAK_SINCE_PHASE_START = "reset"  # the counter was reset when the phase began: a true in-phase peak
 PEAK_SINCE_PROCESS_START = "cumulative"  # cannot be reset: the highest value so far in the process
+PEAK_AT_MOST = "at most"  # a cumulative counter that did not rise in the phase: its peak was this or lower
 STATIC_PLAN = "static plan"  # what a compiler plans to allocate, not a reading
 AT_PHASE_END = "end of phase"  # a reading taken once, when the phase ended
 

@@ -116,6 +116,11 @@ class Scenario:
         """The allocator mode's variables for this device, or why it does not apply."""
         return allocators.settings(self.framework, self.allocator, self.cuda_module_loading, self.device)
 
+    @property
+    def preallocates(self) -> bool:
+        """The driver sees a pool mapped at start (JAX's and TensorFlow's defaults on a GPU), not the model."""
+        return allocators.preallocates(self.framework, self.allocator, self.device)
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -93,7 +93,7 @@ def _fit(args: argparse.Namespace) -> int:
     print(fit.describe(result))
     if args.out:
         atomic_write_json(args.out, result)
-    return 0 if result["largest_batch"] else 1
+    return fit.EXIT_CODES[result["answer"]]
 
 
 def _bench(args: argparse.Namespace) -> int:

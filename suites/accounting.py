@@ -7,18 +7,18 @@ so a record read years later still says what was predicted, with which rules and
 from __future__ import annotations
 
 from models.estimate import RULES, Estimate
-from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN
+from models.record import STATIC_PLAN
 from models.record import phase as named_phase
 from models.scenario import Scenario
 from suites import constants, figures
 
 MEASURED, DERIVED = "measured", "derived"
-POOL_OR_OVERHEAD = {
-    "cuda": "NVML minus the context and the allocator's reserved bytes: pool, preallocation, library workspace",
-    "cpu": "host RSS not held by the model's tensors: framework runtime, compiler, malloc caches",
+RESIDUAL = {
+    "cuda": ("kernel_modules", "the driver's figure beyond the context and the allocator's memory: CUDA modules "
+                               "loaded lazily since the context, library handles"),
+    "cpu": ("runtime", "host RSS beyond the context and the model's tensors: framework runtime, compiler, "
+                       "malloc caches"),
 }
-
-
 def relative_error(estimate: int, measured: int) -> float | None:
     return round((estimate - measured) / measured, 4) if measured > 0 else None
 
@@ -37,7 +37,7 @@ def framework_tensors(record: dict) -> dict[str, tuple[int, str]]:
         for name in ("train_step_1", "train_step_2"):
             found[name] = (total(plans["train_step"]), source)
     if "forward" in plans:  # in a train scenario the optimizer state is live beside the forward's buffers
-        state = compile_phase["tensors"].get("optimizer_state") or 0
+        state = (compile_phase.get("tensors") or {}).get("optimizer_state") or 0
         found["inference"] = (total(plans["forward"]) + state, source)
     tracker = (record.get("framework_estimate") or {}).get("mem_tracker")
     if tracker:
@@ -67,79 +67,111 @@ def comparison(record: dict, analytic: Estimate, known: dict | None) -> dict[str
     return result
 
 
-def _part(value: int | None, basis: str, source: str) -> dict:
+def _part(value: int, basis: str, source: str) -> dict:
     return {"bytes": value, "basis": basis, "source": source}
 
 
-def breakdown(record: dict, analytic: Estimate) -> dict[str, dict]:
-    """Each phase's driver peak split by where the bytes go, each part marked measured or derived.
+def _activations(record: dict, measured: dict, held: int, need: int | None) -> tuple[int, str, str] | None:
+    """What the phase kept for the backward pass or in flight: autograd's saved tensors, XLA's temp buffers,
+    or the allocator's peak beyond the tensors; None where nothing says."""
+    if "saved_activation_bytes" in measured["notes"]:
+        return measured["notes"]["saved_activation_bytes"], MEASURED, "tensors autograd saved for the backward pass"
+    plans = (named_phase(record, "compile") or {"notes": {}})["notes"].get("memory_analysis", {})
+    plan = plans.get("train_step" if measured["name"].startswith("train_step") else
+                     "forward" if measured["name"] == "inference" else "")
+    if plan:
+        return (plan["temp"]["bytes"], STATIC_PLAN,
+                "XLA's temp buffers: activations, gradients in flight and library workspace")
+    if need is not None:
+        return need - held, DERIVED, "the allocator's peak minus the tensors: activations, gradients, temporaries"
+    return None
 
-    The parts add up to the driver's peak: the last one is what is left, so it absorbs any error in the others.
+
+def breakdown(record: dict) -> dict[str, dict]:
+    """Each phase's driver peak split by where the bytes go, each part marked measured, derived or static plan.
+
+    The parts add up to the driver's peak and none is negative: each takes at most what the parts below it
+    left of the peak (one cut is said in its source), and the last, what the driver saw beyond the context
+    and the allocator (kernel modules on a GPU, runtime on the CPU), is what is left.
     """
     resolved = record["scenario"]["device"]
-    base = figures.baseline(record, resolved)
-    compile_phase = named_phase(record, "compile") or {"notes": {}}
-    plans = compile_phase["notes"].get("memory_analysis", {})
+    context = figures.context_alone(record, resolved)
+    pool = figures.pool_size(record)
+    residual_name, residual_source = RESIDUAL.get(resolved, RESIDUAL["cpu"])
     result = {}
     for measured in record.get("phases", []):
-        predicted = analytic.phase(measured["name"])
         driver, driver_label = figures.driver_peak(measured, resolved)
-        if predicted is None or measured["name"] in ("import", "context") or driver is None or base is None:
+        if measured["name"] in ("import", "context") or driver is None or context is None:
             continue
         tensors = measured.get("tensors") or {}
-        parts = {"context": _part(base, MEASURED, f"{driver_label} of the context phase")}
-        for name in ("weights", "optimizer_state", "inputs"):
-            parts[name] = _part(tensors.get(name) or 0, MEASURED, "the framework's tensors at the end of the phase")
-        if tensors.get("gradients"):
-            parts["gradients"] = _part(tensors["gradients"], MEASURED, "the framework's gradients after the phase")
-        else:
-            parts["gradients"] = _part(predicted.items.get("gradients", 0), DERIVED,
-                                       "the estimate's rule: the framework does not expose them")
-        held = sum(part["bytes"] for name, part in parts.items() if name != "context")
-        allocated, semantics = figures.allocated_peak(measured)
-        reserved = measured["allocator"].get("reserved_peak", {}).get("bytes")
-        if allocated is not None and semantics == PEAK_SINCE_PHASE_START:
-            parts["activations_and_temporaries"] = _part(allocated - held, DERIVED,
-                                                         "the allocator's peak minus the tensors above")
-            if reserved is not None:
-                parts["allocator_cache"] = _part(reserved - allocated, MEASURED, "reserved peak minus allocated peak")
-        elif "saved_activation_bytes" in measured["notes"]:
-            parts["activations_and_temporaries"] = _part(measured["notes"]["saved_activation_bytes"], MEASURED,
-                                                         "tensors autograd saved for the backward pass")
-        elif measured["name"].startswith("train_step") and "train_step" in plans:
-            temp = plans["train_step"]["temp"]["bytes"] - parts["gradients"]["bytes"]
-            parts["activations_and_temporaries"] = _part(temp, STATIC_PLAN, "XLA's temp buffers minus the gradients")
-        elif measured["name"] == "inference" and "forward" in plans:
-            parts["activations_and_temporaries"] = _part(plans["forward"]["temp"]["bytes"], STATIC_PLAN,
-                                                         "XLA's temp buffers of the forward pass")
-        accounted = sum(part["bytes"] for part in parts.values())
-        parts["pool_or_overhead"] = _part(driver - accounted, DERIVED, POOL_OR_OVERHEAD.get(resolved, ""))
+        need, need_label = figures.need(record, measured["name"])
+        wanted = [("context", context, MEASURED, f"{driver_label} of the context phase"
+                   + (", less the preallocated pool" if pool else ""))]
+        wanted += [(name, tensors[name], MEASURED, "the framework's tensors at the end of the phase")
+                   for name in ("weights", "gradients", "optimizer_state", "inputs") if tensors.get(name)]
+        held = sum(value for _, value, _, _ in wanted[1:])
+        activations = _activations(record, measured, held, need)
+        if activations:
+            wanted.append(("activations", *activations))
+        if need is not None:
+            inside = held + (activations[0] if activations else 0)
+            wanted.append(("workspace", need - inside, DERIVED,
+                           f"the model's need ({need_label}) beyond its tensors and activations: temporaries"))
+            reserved = measured["allocator"].get("reserved_peak", {}).get("bytes")
+            if pool is not None:
+                wanted.append(("pool_unused", pool - need, DERIVED, "the preallocated pool beyond the model's need"))
+            elif reserved is not None:
+                wanted.append(("allocator_cache", reserved - need, MEASURED, "reserved peak minus allocated peak"))
+        parts, left = {}, driver
+        for name, value, basis, source in wanted:
+            taken = min(max(value, 0), left)
+            if taken < value:
+                source += f" (cut from {value / figures.MIB:,.1f} MiB to what the driver's peak leaves)"
+            parts[name] = _part(taken, basis, source)
+            left -= taken
+        parts[residual_name] = _part(left, DERIVED, residual_source)
         result[measured["name"]] = parts
     return result
 
 
 def floor(record: dict, analytic: Estimate) -> dict:
-    """The scenario's measured peak as a multiple of the physical floor, with and without the context."""
+    """The scenario's measured peak (and the model's need) as a multiple of the physical floor."""
     resolved = record["scenario"]["device"]
     peaks = [figures.driver_peak(p, resolved)[0] for p in record.get("phases", [])]
     peak = max((p for p in peaks if p is not None), default=None)
     base = figures.baseline(record, resolved)
-    result: dict = {"bytes": analytic.floor, "peak_bytes": peak}
+    needs = [figures.need(record, p["name"])[0] for p in record.get("phases", [])]
+    need = max((n for n in needs if n is not None), default=None)
+    result: dict = {"bytes": analytic.floor, "peak_bytes": peak, "need_bytes": need}
     if peak is not None and analytic.floor:
         result["ratio"] = round(peak / analytic.floor, 3)
         if base is not None:
             result["ratio_over_context"] = round((peak - base) / analytic.floor, 3)
+    if need is not None and analytic.floor:
+        result["need_ratio"] = round(need / analytic.floor, 3)
     return result
 
 
 def account(record: dict, known_constants: dict | None) -> dict:
     """The estimate, comparison, breakdown and floor for one record (nothing for internal scenario kinds)."""
     scenario = Scenario.from_dict(record["scenario"])
+    known = constants.lookup(known_constants, scenario.framework, scenario.kind)
+    return _account(record, known, constants.path(scenario.device).name)
+
+
+def refresh(record: dict) -> dict:
+    """`account` again, with the constants the record was measured with: a report of an older run file
+    shows today's arithmetic over the same measurements."""
+    stored = (record.get("estimate") or {}).get("constants") or {}
+    known = None if "missing" in stored or not stored else stored
+    return _account(record, known, stored.get("source", ""))
+
+
+def _account(record: dict, known: dict | None, source: str) -> dict:
+    scenario = Scenario.from_dict(record["scenario"])
     if scenario.kind not in ("train", "infer"):
         return {}
     analytic = constants.analytic_estimate(scenario)
-    known = constants.lookup(known_constants, scenario.framework, scenario.kind)
-    source = constants.path(scenario.device).name
     return {
         "estimate": analytic.to_dict() | {
             "rules_why": RULES[analytic.rules].why,
@@ -148,6 +180,6 @@ def account(record: dict, known_constants: dict | None) -> dict:
                           if known else {"missing": f"no probe of {scenario.framework} ({scenario.kind}) in {source}"}),
         },
         "comparison": comparison(record, analytic, known),
-        "breakdown": breakdown(record, analytic),
+        "breakdown": breakdown(record),
         "floor": floor(record, analytic),
     }

@@ -1,4 +1,4 @@
-"""The default suite: keras200m, keras-small and heatmap68, train and infer, every framework."""
+"""The default suite: keras200m and heatmap68, train and infer, every framework."""
 
 from suites.harness import scenario_benchmark
 from suites.matrix import scenarios

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from models.estimate import Estimate, estimate
-from models.record import PEAK_SINCE_PROCESS_START, SCHEMA_VERSION, atomic_write_json
+from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
 from suites import device, environment, figures
 from suites.runfile import RESULTS
@@ -35,26 +35,24 @@ def analytic_estimate(scenario: Scenario) -> Estimate:
 def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tuple[int, int]]]:
     """Per phase after the context and per view, (measured bytes, the analytic bytes it is compared with).
 
-    driver: the phase's peak above the context phase (host RSS on the CPU, NVML on a GPU).
-    allocator: the allocator's peak of bytes handed to tensors; a cumulative counter is compared with the
-    highest estimate so far, since it cannot forget an earlier phase's peak.
+    driver: the phase's peak above the context phase (host RSS on the CPU, NVML on a GPU); left out where a
+    preallocated pool fills the driver's figure, which then says nothing about the model.
+    allocator: the allocator's peak inside the phase, where the framework has one that says so.
     """
     resolved = record["scenario"]["device"]
-    base = figures.baseline(record, resolved)
+    base = None if figures.preallocated(record) else figures.baseline(record, resolved)
     views: dict[str, dict[str, tuple[int, int]]] = {}
-    highest = 0
     for measured in record.get("phases", []):
         predicted = analytic.phase(measured["name"])
         if predicted is None or measured["name"] in ("import", "context"):
             continue
-        highest = max(highest, predicted.total)
         found: dict[str, tuple[int, int]] = {}
         driver, _ = figures.driver_peak(measured, resolved)
         if driver is not None and base is not None:
             found["driver"] = (driver - base, predicted.total)
-        allocated, semantics = figures.allocated_peak(measured)
-        if allocated is not None:
-            found["allocator"] = (allocated, highest if semantics == PEAK_SINCE_PROCESS_START else predicted.total)
+        need, label = figures.need(record, measured["name"])
+        if need is not None and label != STATIC_PLAN:  # a plan is no measurement to test an estimate against
+            found["allocator"] = (need, predicted.total)
         views[measured["name"]] = found
     return views
 

@@ -7,23 +7,36 @@ import platform
 import socket
 import subprocess
 from functools import cache
+from pathlib import Path
 
 from suites.registry import ROOT
+
+COMMIT_VARIABLE = "FOOTPRINT_GIT_COMMIT"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
 @cache
 def git_commit() -> str:
     """HEAD's hash, with '+dirty' when the code has changes, so a result names the code behind it.
 
-    results/ is left out: it is what runs write, not the code that measured.
+    Only a checkout whose top is this project counts: a copy exported inside another repository would
+    otherwise be stamped with that repository's HEAD. A copy without its own .git says 'unknown', unless
+    whoever copied it names the commit in FOOTPRINT_GIT_COMMIT. results/ is left out of '+dirty': it is
+    what runs write, not the code that measured.
     """
+    if os.environ.get(COMMIT_VARIABLE):
+        return f"{os.environ[COMMIT_VARIABLE]} (from {COMMIT_VARIABLE})"
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
-                               cwd=ROOT, capture_output=True, text=True, check=True)
+        if Path(_git("rev-parse", "--show-toplevel")).resolve() != ROOT.resolve():
+            return f"unknown: {ROOT} is not the top of a git checkout (set {COMMIT_VARIABLE})"
+        head = _git("rev-parse", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        return f"unknown: no git checkout at {ROOT} (set {COMMIT_VARIABLE})"
+    return head + ("+dirty" if dirty else "")
 
 
 @cache

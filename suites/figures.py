@@ -1,13 +1,23 @@
-"""Which figure of a phase stands for what, one rule for progress lines, plots and reports."""
+"""Which figure of a phase stands for what, one rule for progress lines, plots, reports and the fit finder.
+
+Two figures per phase, side by side everywhere: what the process *holds* (the driver's view: NVML on a
+GPU, pools included; host RSS on the CPU) and what the model *needs* (the allocator's own peak inside the
+phase, or XLA's static plan where JAX's counter cannot say). A preallocating framework holds its pool
+from the first phase on, so only the second figure compares frameworks' models.
+"""
 
 from __future__ import annotations
 
+from models import allocators
+from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN
 from models.record import phase as named_phase
+from models.scenario import Scenario
 
 # The allocator's own peak, in the order the adapters name it (torch, TensorFlow, JAX).
-ALLOCATOR_PEAKS = ("reserved_peak", "allocator_peak", "peak_bytes_in_use")
+ALLOCATOR_PEAKS = ("reserved_peak", "allocator_peak", "peak_bytes_in_phase", "peak_bytes_in_use")
 # The bytes handed to tensors at most (torch's reserved peak also counts its cache).
-ALLOCATED_PEAKS = ("allocated_peak", "allocator_peak", "peak_bytes_in_use")
+ALLOCATED_PEAKS = ("allocated_peak", "allocator_peak", "peak_bytes_in_phase", "peak_bytes_in_use")
+MIB = 2**20
 
 
 def driver_peak(phase: dict, device: str) -> tuple[int | None, str]:
@@ -31,7 +41,7 @@ def allocator_peak(phase: dict) -> tuple[int | None, str]:
 
 
 def allocated_peak(phase: dict) -> tuple[int | None, str | None]:
-    """The most bytes the allocator handed to tensors, and the counter's semantics (reset or cumulative)."""
+    """The most bytes the allocator handed to tensors, and the counter's semantics (reset, at most, cumulative)."""
     for name in ALLOCATED_PEAKS:
         if name in phase["allocator"]:
             return phase["allocator"][name]["bytes"], phase["allocator"][name]["semantics"]
@@ -48,14 +58,62 @@ def allocated_now(phase: dict) -> int | None:
 
 def baseline(record: dict, device: str) -> int | None:
     """The driver's figure for the context phase: the interpreter, the framework and the device runtime,
-    before any model exists. Phase rises are measured above it."""
+    before any model exists, plus any pool mapped when the device started. Phase rises are measured above it."""
     context = named_phase(record, "context")
     return driver_peak(context, device)[0] if context else None
 
 
-def headline(phase: dict, device: str) -> tuple[int, str]:
-    """One number per phase: the driver's view, else the allocator's, else the host's."""
-    for value, label in (driver_peak(phase, device), allocator_peak(phase)):
-        if value is not None:
-            return value, label
-    return phase["host"]["peak_rss"]["bytes"], "host peak RSS"
+def preallocated(record: dict) -> bool:
+    """Whether the driver's figures hold a pool mapped when the device started (read from the scenario, so
+    records written before the allocator settings said so are read the same way)."""
+    return Scenario.from_dict(record["scenario"]).preallocates
+
+
+def pool_size(record: dict) -> int | None:
+    """The preallocated pool's bytes: JAX's bytes_limit, TensorFlow's limit mode; None where not preallocated
+    or where the framework does not say (TensorFlow's default)."""
+    if not preallocated(record):
+        return None
+    context = named_phase(record, "context") or {"allocator": {}}
+    if "bytes_limit" in context["allocator"]:
+        return context["allocator"]["bytes_limit"]["bytes"]
+    mode, _, megabytes = record["scenario"]["allocator"].partition("=")
+    return int(megabytes) * MIB if mode == "limit" else None
+
+
+def context_alone(record: dict, device: str) -> int | None:
+    """The context phase's driver figure without a preallocated pool: the CUDA context and the runtime."""
+    base, pool = baseline(record, device), pool_size(record)
+    if base is None or (preallocated(record) and pool is None):
+        return None
+    return base - (pool or 0)
+
+
+def _plan_need(record: dict, name: str) -> int | None:
+    """XLA's plan for a step or the forward pass, on top of what was live when the phase began."""
+    plans = (named_phase(record, "compile") or {"notes": {}})["notes"].get("memory_analysis", {})
+    plan = plans.get("train_step" if name.startswith("train_step") else "forward" if name == "inference" else "")
+    names = [p["name"] for p in record["phases"]]
+    if not plan or name not in names or names.index(name) == 0:
+        return None
+    before = allocated_now(record["phases"][names.index(name) - 1])
+    if before is None:
+        return None
+    return before + plan["temp"]["bytes"] + plan["output"]["bytes"] - plan["alias"]["bytes"]
+
+
+def need(record: dict, name: str) -> tuple[int | None, str]:
+    """What the model needed at most in the phase: the allocator's in-phase peak, else XLA's plan, with a label."""
+    measured = named_phase(record, name)
+    if measured is None:
+        return None, "phase not reached"
+    scenario = record["scenario"]
+    if not allocators.counted(scenario["framework"], scenario["allocator"]):
+        return None, "the allocator keeps no statistics in this mode"
+    allocated, semantics = allocated_peak(measured)
+    if allocated is not None and semantics == PEAK_SINCE_PHASE_START:
+        return allocated, "allocator peak in the phase"
+    planned = _plan_need(record, name)
+    if planned is not None:
+        return planned, STATIC_PLAN
+    return None, "no in-phase allocator peak" if allocated is not None else "no allocator figure"

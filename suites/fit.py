@@ -4,7 +4,11 @@ Every probe is a fresh worker. Where the framework can cap its own GPU memory th
 by it (torch's per-process memory fraction, TensorFlow's logical-device memory limit, JAX's
 preallocation fraction), so a batch too large fails the way it would on the smaller card. Otherwise
 (on the CPU) a probe fits when it finished and its whole-process peak, the driver's view, stayed within
-the budget: judged, not enforced, and the result says so.
+the budget: judged, not enforced, and the result says so. A preallocated pool counts as what the model
+used of it, so a framework is not judged by a pool the cap itself sized.
+
+Only running out of memory, or a peak over the budget, means "does not fit". Any other failure (an
+error, a crash, a timeout) leaves the answer unknown, with the reason: it says nothing about memory.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from suites import figures, nvml
 
 UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
 MAX_BATCH = 4096
+EXIT_CODES = {"fits": 0, "does not fit": 1, "unknown": 3}  # 2 is the command line's own: bad input
 
 
 def parse_budget(text: str) -> int:
@@ -50,53 +55,79 @@ class Probe:
     batch: int
     status: str
     peak_bytes: int | None
-    fits: bool
+    fits: bool | None  # None: the probe failed for a reason that is not memory
     why: str
 
 
+def process_peak(record: dict) -> int | None:
+    """The most the process held in any phase, with a preallocated pool counted as what the model used of it:
+    its need, or where the allocator cannot say for the phase alone, its peak so far (an upper bound)."""
+    resolved, pool = record["scenario"]["device"], figures.pool_size(record)
+    peaks = []
+    for measured in record.get("phases", []):
+        held = figures.driver_peak(measured, resolved)[0]
+        if held is not None and pool is not None and measured["name"] != "import":  # mapped in the context phase
+            used = figures.need(record, measured["name"])[0] or figures.allocated_peak(measured)[0]
+            held = held - pool + used if used is not None else None
+        peaks.append(held)
+    return None if None in peaks else max(peaks, default=None)
+
+
 def judge(record: dict, budget: int) -> Probe:
-    """A probe fits when it finished and its highest phase, as the driver saw it, is within the budget."""
-    resolved = record["scenario"]["device"]
-    peaks = [figures.driver_peak(p, resolved)[0] for p in record.get("phases", [])]
-    peak = max((p for p in peaks if p is not None), default=None)
-    batch = record["scenario"]["batch"]
-    if record["status"] != "ok":
-        failure = record.get("failure") or {}
-        return Probe(batch, record["status"], peak, False, f"{record['status']} in {failure.get('phase')}")
+    """Fits: finished with its peak within the budget. Does not fit: out of memory, or over. Else unknown."""
+    batch, status = record["scenario"]["batch"], record["status"]
+    peak = process_peak(record)
+    failure = record.get("failure") or {}
+    if status == "oom":
+        return Probe(batch, status, peak, False, f"out of memory in {failure.get('phase')}")
+    if status != "ok":
+        return Probe(batch, status, peak, None, f"{status} in {failure.get('phase')}: {failure.get('message')}")
     if peak is None:
-        return Probe(batch, "ok", None, False, "no driver figure to judge by")
+        return Probe(batch, status, None, None, "no figure of the whole process to judge by")
     verdict = "within" if peak <= budget else "over"
-    return Probe(batch, "ok", peak, peak <= budget, f"peak {peak / 2**20:,.0f} MiB, {verdict} the budget")
+    return Probe(batch, status, peak, peak <= budget, f"peak {peak / 2**20:,.0f} MiB, {verdict} the budget")
 
 
 def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict], max_batch: int = MAX_BATCH) -> dict:
-    """Doubles the batch from 1 until a probe fails, then bisects: the answer passed and the next batch failed.
+    """Doubles the batch from 1 until a probe does not fit, then bisects: the answer passed and the next failed.
 
-    `max_batch` bounds the search (and its compute time); an answer at the bound says so.
+    A probe whose answer is unknown ends the search: the answer is then unknown too. `max_batch` bounds the
+    search (and its compute time); an answer at the bound says so.
     """
     scenario, how = capped(scenario, budget)
     unit = ACCUMULATION_STEPS if scenario.technique == "accumulate" else 1  # micro-batches need a multiple
     probes: dict[int, Probe] = {}
 
-    def probe(multiple: int) -> bool:
+    def probe(multiple: int) -> bool | None:
         batch = multiple * unit
         probes[batch] = judge(run(replace(scenario, batch=batch)), budget)
         return probes[batch].fits
 
-    passed, failed = 0, None
+    passed, failed, unknown = 0, None, None
     multiple = 1
     while multiple * unit <= max_batch:
-        if not probe(multiple):
+        fits = probe(multiple)
+        if fits is None:
+            unknown = probes[multiple * unit]
+            break
+        if not fits:
             failed = multiple
             break
         passed, multiple = multiple, multiple * 2
-    while failed is not None and passed and failed - passed > 1:
+    while unknown is None and failed is not None and passed and failed - passed > 1:
         middle = (passed + failed) // 2
-        passed, failed = (middle, failed) if probe(middle) else (passed, middle)
+        fits = probe(middle)
+        if fits is None:
+            unknown = probes[middle * unit]
+        else:
+            passed, failed = (middle, failed) if fits else (passed, middle)
     passed, failed = passed * unit, failed * unit if failed is not None else None
-    return {"scenario": scenario.to_dict(), "budget_bytes": budget, "how": how, "largest_batch": passed or None,
-            "first_failing_batch": failed, "probes": [asdict(probes[b]) for b in sorted(probes)],
-            "capped_at_max_batch": failed is None}
+    answer = "unknown" if unknown else "fits" if passed else "does not fit"
+    return {"scenario": scenario.to_dict(), "budget_bytes": budget, "how": how, "answer": answer,
+            "unknown_reason": f"batch {unknown.batch}: {unknown.why}" if unknown else None,
+            "largest_batch": passed or None, "first_failing_batch": failed,
+            "probes": [asdict(probes[b]) for b in sorted(probes)],
+            "capped_at_max_batch": failed is None and not unknown}
 
 
 def describe(result: dict) -> str:
@@ -106,12 +137,17 @@ def describe(result: dict) -> str:
     settings = f"{scenario.optimizer}, " if scenario.kind == "train" else ""
     head = (f"{scenario.framework} {scenario.model} {scenario.kind} ({settings}technique {scenario.technique}) "
             f"within {budget:,.0f} MiB on {scenario.device}: ")
-    if result["largest_batch"] is None:
+    if result.get("answer") == "unknown":
+        head += f"unknown: {result['unknown_reason']}"
+        if result["largest_batch"]:
+            head += f" (batch {result['largest_batch']} fits)"
+    elif result["largest_batch"] is None:
         head += "does not fit, not even batch 1"
     elif result["capped_at_max_batch"]:
         head += f"fits at every batch tried, up to {result['largest_batch']} (the search's bound)"
     else:
         head += f"largest batch {result['largest_batch']} (batch {result['first_failing_batch']} does not fit)"
     lines = [head, f"budget {result['how']}", "probes (each a fresh process):"]
-    lines += [f"  batch {p['batch']:>5}: {'fits' if p['fits'] else 'no  '}  {p['why']}" for p in result["probes"]]
+    verdicts = {True: "fits", False: "no  ", None: "??  "}
+    lines += [f"  batch {p['batch']:>5}: {verdicts[p['fits']]}  {p['why']}" for p in result["probes"]]
     return "\n".join(lines)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from models.record import RUNNING, SCHEMA_VERSION, STATUSES, one_line
 from models.scenario import Scenario
-from suites import accounting, constants, device, environment, nvml
+from suites import accounting, constants, device, environment, known, nvml
 from suites.registry import ROOT, interpreter
 
 # Inherited from the caller; everything else the worker sees is set on purpose.
@@ -138,6 +138,9 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }
+    cause = known.classify(record) if record["status"] != "ok" else None
+    if cause:
+        record["failure"]["known_cause"] = cause
     try:
         record |= accounting.account(record, constants.load(scenario.device))
     except Exception as error:  # never lose a measurement to the arithmetic beside it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -9,9 +10,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from models.scenario import PHASES, Scenario  # noqa: E402
+from models.record import STATIC_PLAN  # noqa: E402
+from models.scenario import Scenario  # noqa: E402
 from suites import analysis, errors  # noqa: E402
-from suites.figures import allocator_peak, driver_peak, headline  # noqa: E402
+from suites.constants import PROBE  # noqa: E402
+from suites.figures import context_alone, driver_peak, need  # noqa: E402
 
 MIB = 2**20
 
@@ -33,83 +36,200 @@ def _grid(rows: int, columns: int) -> tuple[plt.Figure, list]:
     return figure, axes
 
 
-def _finish(figure: plt.Figure, run: dict, what: str, names: list[str], path: Path) -> Path:
+def _finish(figure: plt.Figure, run: dict, what: str, names: list[str], path: Path,
+            colors: list[str] | None = None) -> Path:
+    """Title, one legend (names with their colors, C0.. unless given) and the file."""
     figure.suptitle(f"footprint, suite {run['suite']}: {what}\n{run['device_description']}", fontsize=11)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{index}") for index in range(len(names))]
-    figure.legend(handles, names, loc="upper right", ncol=min(len(names), 6), fontsize=8)
-    figure.tight_layout(rect=(0, 0, 1, 0.93))
+    colors = colors or [f"C{index}" for index in range(len(names))]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in colors]
+    height = figure.get_size_inches()[1]
+    figure.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.75 / height),
+                  ncol=min(len(names), 6), fontsize=8)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 1.3 / height))
     figure.savefig(path, dpi=90)
     plt.close(figure)
     return path
 
 
-def _bars(axis: plt.Axes, phases: tuple[str, ...], series: list[dict[str, float]], width_share: float = 0.8,
-          **style: object) -> None:
-    """One bar per series at each phase, series side by side; series[i] maps phase -> MiB."""
-    width = width_share / max(len(series), 1)
-    for index, values in enumerate(series):
-        offset = (index - (len(series) - 1) / 2) * width
-        axis.bar([i + offset for i in range(len(phases))], [values.get(name, 0) for name in phases], width,
-                 color=f"C{index}", **style)
-    axis.set_xticks(range(len(phases)), phases, rotation=30, ha="right", fontsize=8)
-    axis.set_ylabel("peak in phase (MiB)")
-    axis.grid(axis="y", alpha=0.3)
+# One color per breakdown category, the same in every figure.
+CATEGORY_COLORS = {"context": "#7f7f7f", "kernel_modules": "#c7c7c7", "weights": "#1f77b4", "gradients": "#aec7e8",
+                   "optimizer_state": "#ff7f0e", "inputs": "#ffbb78", "activations": "#2ca02c",
+                   "workspace": "#98df8a", "allocator_cache": "#d62728", "pool_unused": "#f7b6d2",
+                   "runtime": "#c7c7c7"}
+MODEL_CATEGORIES = ("weights", "gradients", "optimizer_state", "inputs", "activations", "workspace")
+# Bottom to top: what is there before the model, the model, then what the allocator keeps unused.
+STACK_ORDER = ("context", "kernel_modules", "runtime", *MODEL_CATEGORIES, "allocator_cache", "pool_unused")
 
 
-def _failures(records: list[dict]) -> str:
-    failed = [f"{variant(r)}: {r['status']} in {r['failure']['phase']}" for r in records if r["status"] != "ok"]
-    return f" ({'; '.join(failed)})" if failed else ""
+def peak_phase(record: dict) -> str | None:
+    """The phase a record is summed up by: the highest need, else the highest driver peak, among its breakdowns."""
+    parts = record.get("breakdown", {})
+    if not parts:
+        return None
+    return max(parts, key=lambda name: (need(record, name)[0] or 0, sum(p["bytes"] for p in parts[name].values())))
 
 
-def phase_peaks(run: dict, path: Path) -> Path:
-    """Each model and kind: the headline peak per phase, one bar per framework (or variant)."""
-    grouped = panels(run["records"])
-    names = list(dict.fromkeys(variant(r) for r in run["records"]))
-    models = list(dict.fromkeys(model for model, _ in grouped))
-    kinds = [kind for kind in PHASES if any(k == kind for _, k in grouped)]
+def _stack(axis: plt.Axes, x: float, parts: dict[str, int], categories: tuple[str, ...], limit: float,
+           width: float) -> None:
+    """One stacked bar in MiB; what passes `limit` is cut there, and the cut segments' true sizes written on it."""
+    bottom, cut = 0.0, []
+    for category in categories:
+        value = parts.get(category, 0) / MIB
+        if value <= 0:
+            continue
+        shown = min(value, max(limit - bottom, 0))
+        if shown > 0:
+            axis.bar(x, shown, width, bottom=bottom, color=CATEGORY_COLORS[category], edgecolor="white",
+                     linewidth=0.3)
+        if shown < value:
+            cut.append(f"{category.replace('_', ' ')} {value / 1024:,.1f} GiB")
+        bottom += shown
+    if cut:
+        axis.text(x, limit * 0.98, "cut:\n" + "\n".join(cut), ha="center", va="top", fontsize=6)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One framework (or variant) in a breakdown panel: its peak phase and the parts of its two bars."""
+
+    label: str
+    phase: str | None  # None: the scenario has no breakdown (it failed early)
+    status: str
+    holds: dict[str, int]  # every part of the driver's peak, by category
+    needs: dict[str, int]  # the model's own parts; empty where the framework has no allocator figure
+    need_basis: str
+
+
+@dataclass(frozen=True)
+class Panel:
+    model: str
+    kind: str
+    batch: int
+    columns: tuple[Column, ...]
+    limit: int  # bytes where the axis ends: above every bar but what a pool adds
+
+    @property
+    def title(self) -> str:
+        failed = [f"{c.label}: {c.status}" for c in self.columns if c.status != "ok"]
+        return f"{self.model}, {self.kind} (batch {self.batch})" + (f" ({'; '.join(failed)})" if failed else "")
+
+
+def breakdown_panels(run: dict) -> list[Panel]:
+    """What `breakdown_bars` draws, per model and kind (the probe left out: it only feeds the estimate)."""
+    result = []
+    for (model, kind), records in panels(run["records"]).items():
+        if model == PROBE:
+            continue
+        columns = []
+        for record in records:
+            name = peak_phase(record)
+            parts = {c: p["bytes"] for c, p in record["breakdown"][name].items()} if name else {}
+            basis = need(record, name)[1] if name else ""
+            needs = ({c: parts[c] for c in MODEL_CATEGORIES if c in parts}
+                     if name and need(record, name)[0] is not None else {})
+            columns.append(Column(variant(record), name, record["status"], parts, needs, basis))
+        without_pool = [sum(v for c, v in column.holds.items() if c != "pool_unused") for column in columns]
+        result.append(Panel(model, kind, records[0]["scenario"]["batch"], tuple(columns),
+                            int(1.25 * max([*without_pool, MIB]))))
+    return result
+
+
+def breakdown_bars(run: dict, path: Path) -> Path:
+    """Per model and kind, per framework: what the process holds at its peak phase (a stacked breakdown: context,
+    kernel modules, the model's tensors, cache, pool) beside what the model needs (its tensors only).
+
+    The axis ends a little above the largest bar without a pool, so a 60 GB pool is cut, not allowed to
+    flatten the rest: its true size is written on it.
+    """
+    found = breakdown_panels(run)
+    models = list(dict.fromkeys(panel.model for panel in found))
+    kinds = list(dict.fromkeys(panel.kind for panel in found))
     figure, axes = _grid(len(models), len(kinds))
-    for row, model in enumerate(models):
-        for column, kind in enumerate(kinds):
-            records = {variant(r): r for r in grouped.get((model, kind), [])}
-            series = [{p["name"]: headline(p, run["device"])[0] / MIB for p in records[name]["phases"]}
-                      if name in records else {} for name in names]
-            _bars(axes[row][column], PHASES[kind], series)
-            axes[row][column].set_title(f"{model}, {kind}{_failures(list(records.values()))}", fontsize=10)
-    what = "host peak RSS per phase" if run["device"] == "cpu" else "peak per phase (NVML process, else allocator)"
-    return _finish(figure, run, what, names, path)
+    for panel in found:
+        axis, limit = axes[models.index(panel.model)][kinds.index(panel.kind)], panel.limit / MIB
+        for index, column in enumerate(panel.columns):
+            if column.phase is None:
+                axis.text(index, 0, column.status, ha="center", va="bottom", fontsize=7)
+                continue
+            _stack(axis, index - 0.2, column.holds, STACK_ORDER, limit, 0.38)
+            _stack(axis, index + 0.2, column.needs, MODEL_CATEGORIES, limit, 0.38)
+            axis.text(index, -0.02, column.phase, transform=axis.get_xaxis_transform(), ha="center", va="top",
+                      fontsize=7)
+        axis.set_xticks(range(len(panel.columns)), [f"\n{c.label}\nholds | needs"
+                                                    + (" (plan)" if c.need_basis == STATIC_PLAN else "")
+                                                    for c in panel.columns], fontsize=8)
+        axis.set_ylim(0, limit)
+        axis.set_ylabel("MiB at the peak phase")
+        axis.grid(axis="y", alpha=0.3)
+        axis.set_title(panel.title, fontsize=10)
+    driver = "host RSS" if run["device"] == "cpu" else "NVML"
+    what = f"where the peak goes: holds ({driver}, left bar) vs needs (the model's tensors, right bar)"
+    names = [name for name in STACK_ORDER if name != "runtime" or run["device"] == "cpu"]
+    return _finish(figure, run, what, [n.replace("_", " ") for n in names], path, [CATEGORY_COLORS[n] for n in names])
+
+
+@dataclass(frozen=True)
+class ModeBar:
+    mode: str
+    holds: int  # the driver's highest phase
+    needs: int | None  # the model's highest need; None where the allocator has no figure in this mode
+    status: str
+
+
+def mode_bars(run: dict) -> dict[tuple[str, str], list[ModeBar]]:
+    """What `allocator_modes` draws: per (model, framework) of the training runs, one bar pair per mode."""
+    found: dict[tuple[str, str], list[ModeBar]] = {}
+    for record in run["records"]:
+        scenario = record["scenario"]
+        if scenario["kind"] != "train" or scenario["model"] == PROBE:
+            continue
+        held = [driver_peak(p, run["device"])[0] for p in record["phases"]]
+        needed = [need(record, p["name"])[0] for p in record["phases"]]
+        status = record["status"] + (f" in {record['failure']['phase']}" if record["failure"] else "")
+        found.setdefault((scenario["model"], scenario["framework"]), []).append(
+            ModeBar(scenario["allocator"], max((h for h in held if h is not None), default=0),
+                    max((n for n in needed if n is not None), default=None), status))
+    return found
 
 
 def allocator_modes(run: dict, path: Path) -> Path:
-    """Per model and framework, each mode's driver peak (wide, pale) with its allocator peak (narrow, solid)."""
-    train = [r for r in run["records"] if r["scenario"]["kind"] == "train"]
-    models = list(dict.fromkeys(r["scenario"]["model"] for r in train))
-    frameworks = list(dict.fromkeys(r["scenario"]["framework"] for r in run["records"]))
-    context = [r for r in run["records"] if r["scenario"]["kind"] == "infer"]
-    figure, axes = _grid(len(models) + 1, len(frameworks))
-    driver = "host RSS" if run["device"] == "cpu" else "NVML"
-    for row, model in enumerate(models):
-        for column, framework in enumerate(frameworks):
-            records = [r for r in train if r["scenario"]["model"] == model and r["scenario"]["framework"] == framework]
-            axis = axes[row][column]
-            by_phase = [{p["name"]: (driver_peak(p, run["device"])[0] or 0) / MIB for p in r["phases"]}
-                        for r in records]
-            _bars(axis, PHASES["train"], by_phase, alpha=0.35)
-            held = [{p["name"]: (allocator_peak(p)[0] or 0) / MIB for p in r["phases"]} for r in records]
-            _bars(axis, PHASES["train"], held, width_share=0.4)
-            modes = ", ".join(f"C{i}={r['scenario']['allocator']}" for i, r in enumerate(records))
-            axis.set_title(f"{model}, {framework}: {modes}{_failures(records)}", fontsize=8)
+    """Per model and framework, one pair of bars per allocator mode, named by the mode: what the process held
+    at its highest phase and what the model needed; then each framework's context alone, lazy and eager."""
+    bars = mode_bars(run)
+    models = list(dict.fromkeys(model for model, _ in bars))
+    frameworks = list(dict.fromkeys(framework for _, framework in bars))
+    context = [r for r in run["records"] if r["scenario"]["kind"] == "infer" and r["scenario"]["model"] != PROBE]
+    figure, axes = _grid(len(models) + 1, max(len(frameworks), 1))
+    for (model, framework), modes in bars.items():
+        axis = axes[models.index(model)][frameworks.index(framework)]
+        for index, bar in enumerate(modes):
+            for offset, value, color in ((-0.2, bar.holds, "C0"), (0.2, bar.needs or 0, "C1")):
+                if value > 0:
+                    axis.bar(index + offset, value / MIB, 0.38, color=color)
+                    axis.text(index + offset, value / MIB, f"{value / MIB:,.0f}", ha="center", va="bottom",
+                              fontsize=6)
+            if bar.status != "ok":
+                axis.text(index, 0.5, bar.status.replace(" in ", " in\n"), ha="center", va="center", fontsize=7,
+                          color="C3", transform=axis.get_xaxis_transform())
+        axis.set_xticks(range(len(modes)), [bar.mode for bar in modes], fontsize=8)
+        axis.set_yscale("log")
+        axis.set_ylabel("MiB at the highest phase (log)")
+        axis.grid(axis="y", alpha=0.3)
+        axis.set_title(f"{model}, {framework}", fontsize=9)
     for column, framework in enumerate(frameworks):
         axis = axes[-1][column]
         records = [r for r in context if r["scenario"]["framework"] == framework]
-        labels = [r["scenario"]["cuda_module_loading"] for r in records]
-        values = [(driver_peak(r["phases"][1], run["device"])[0] or 0) / MIB if len(r["phases"]) > 1 else 0
-                  for r in records]
-        axis.bar(labels, values, color="C7")
-        axis.set_title(f"{framework}: context phase alone ({driver} peak)", fontsize=9)
+        values = [(context_alone(r, run["device"]) or 0) / MIB for r in records]
+        axis.bar([r["scenario"]["cuda_module_loading"] for r in records], values, color="C7")
+        for index, value in enumerate(values):
+            axis.text(index, value, f"{value:,.0f}", ha="center", va="bottom", fontsize=7)
+        axis.set_title(f"{framework}: the context phase alone by CUDA module loading (a preallocated pool left out)",
+                       fontsize=9)
         axis.set_ylabel("MiB")
-    what = f"{driver} peak (pale) vs allocator peak (solid) per phase and mode"
-    names = [f"C{i}: mode {i + 1} of the panel" for i in range(max(len(frameworks), 1))]
-    return _finish(figure, run, what, names, path)
+    driver = "host RSS" if run["device"] == "cpu" else "NVML"
+    return _finish(figure, run, "each allocator mode: what the process holds vs what the model needs",
+                   [f"holds ({driver} peak)", "needs (the allocator's in-phase peak or XLA's plan)", "context alone"],
+                   path, ["C0", "C1", "C7"])
 
 
 def estimate_vs_measured(run: dict, path: Path) -> Path:
@@ -201,5 +321,5 @@ def fit_answers(run: dict, path: Path) -> Path:
     return _finish(figure, run, "does it fit? largest batch per framework", frameworks, path)
 
 
-PLOTS = {"default": phase_peaks, "allocators": allocator_modes, "techniques": technique_savings, "sweeps": sweeps,
+PLOTS = {"default": breakdown_bars, "allocators": allocator_modes, "techniques": technique_savings, "sweeps": sweeps,
          "fit": fit_answers}

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from models.record import phase
+from models.record import STATIC_PLAN, phase
 from models.scenario import PHASES
-from suites import analysis, errors, fit, plots, runfile
-from suites.figures import headline
+from suites import accounting, analysis, errors, fit, known, plots, runfile
+from suites.figures import driver_peak, need
 
 
 def _mib(value: int) -> str:
@@ -37,12 +37,14 @@ def markdown(run: dict) -> str:
         f"{run['machine']['platform']}",
         f"- not measured in this run: {', '.join(_not_measured(run)) or 'none'}",
         "",
-        "Figures are the peak inside each phase, in MiB "
-        + ("(host RSS of the worker process)." if run["device"] == "cpu"
-           else "(NVML's figure for the worker's processes where sampled, else the allocator's peak).")
-        + " Seconds in brackets. Rows marked 'allocator' are the framework's own figures, with their"
-        " semantics: reset = peak since the phase began, cumulative = peak since the process began,"
-        " end of phase = one reading when the phase ended.",
+        "Each cell is the peak inside the phase, in MiB, as *holds / needs*: what the process holds "
+        + ("(host RSS of the worker process)" if run["device"] == "cpu"
+           else "(NVML's figure for the worker's processes, a preallocated pool included)")
+        + " and what the model needs (the allocator's own peak inside the phase; `p`: XLA's static plan where"
+        " JAX's counter did not rise in the phase; '-': the framework has no allocator figure here). Seconds in"
+        " brackets. Rows marked 'allocator' are the framework's own figures, with their semantics: reset = peak"
+        " since the phase began, at most = a cumulative counter that did not rise in the phase, cumulative = peak"
+        " since the process began, end of phase = one reading when the phase ended.",
     ]
     for (model, kind), records in plots.panels(run["records"]).items():
         spec = records[0]["model"]
@@ -52,12 +54,7 @@ def markdown(run: dict) -> str:
         lines.append("| phase | " + " | ".join(plots.variant(r) for r in records) + " |")
         lines.append("|---" * (len(records) + 1) + "|")
         for name in PHASES[kind]:
-            cells = []
-            for record in records:
-                measured = phase(record, name)
-                cells.append(f"{_mib(headline(measured, run['device'])[0])} ({measured['seconds']:.2f} s)"
-                             if measured else "-")
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {name} | " + " | ".join(_holds_needs(record, name) for record in records) + " |")
         lines += _allocator_rows(records, kind)
         lines += _nvml_rows(records, kind)
         lines += _estimate_rows(records, kind)
@@ -65,13 +62,31 @@ def markdown(run: dict) -> str:
             r.get("allocator", {}).get("mode", "default")
             + ("" if r.get("allocator", {}).get("applicable", True) else " (not applicable: CPU)")
             for r in records) + " |")
-        lines.append("| status | " + " | ".join(
-            r["status"] + (f" in {r['failure']['phase']}" if r["failure"] else "") for r in records) + " |")
+        lines.append("| status | " + " | ".join(_status(r) for r in records) + " |")
         lines.append("| framework's parameter count | " + " | ".join(
             f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
             for r in records) + " |")
     lines += _error_summary(run) + _savings_section(run) + _sweeps_section(run) + _fits_section(run)
     return "\n".join(lines) + "\n"
+
+
+def _status(record: dict) -> str:
+    """ok, or the failure with its phase, and its known cause where it has one."""
+    if not record["failure"]:
+        return record["status"]
+    cause = known.classify(record)
+    return f"{record['status']} in {record['failure']['phase']}" + (f" (known cause: {cause})" if cause else "")
+
+
+def _holds_needs(record: dict, name: str) -> str:
+    """One phase of one record: holds / needs (MiB) and its seconds."""
+    measured = phase(record, name)
+    if not measured:
+        return "-"
+    holds = driver_peak(measured, record["scenario"]["device"])[0]
+    needed, label = need(record, name)
+    return (f"{'-' if holds is None else _mib(holds)} / {'-' if needed is None else _mib(needed)}"
+            f"{' p' if label == STATIC_PLAN else ''} ({measured['seconds']:.2f} s)")
 
 
 def _savings_section(run: dict) -> list[str]:
@@ -152,19 +167,27 @@ def _estimate_cell(record: dict, name: str) -> str:
 def _estimate_rows(records: list[dict], kind: str) -> list[str]:
     """Per phase the estimate against the measurement in each view, then the floor and the peak's breakdown."""
     rows = _phase_rows(records, kind, "estimate vs measured", _estimate_cell)
-    rows.append("| peak / floor | " + " | ".join(
-        f"{r['floor']['ratio']:,.2f}x ({r['floor'].get('ratio_over_context', 0):,.2f}x over the context); "
-        f"floor {_mib(r['floor']['bytes'])}" if "ratio" in r.get("floor", {}) else "-" for r in records) + " |")
+    rows.append("| peak / floor | " + " | ".join(_floor_cell(r.get("floor", {})) for r in records) + " |")
     rows.append("| where the peak goes | " + " | ".join(_breakdown_cell(r) for r in records) + " |")
     return rows
 
 
+def _floor_cell(floor: dict) -> str:
+    """Holds and needs as multiples of the physical floor."""
+    if "ratio" not in floor:
+        return "-"
+    text = f"holds {floor['ratio']:,.2f}x ({floor.get('ratio_over_context', 0):,.2f}x over the context)"
+    if "need_ratio" in floor:
+        text += f", needs {floor['need_ratio']:,.2f}x"
+    return f"{text}; floor {_mib(floor['bytes'])}"
+
+
 def _breakdown_cell(record: dict) -> str:
-    """The breakdown of the phase with the highest driver peak; m = measured, d = derived, p = static plan."""
+    """The breakdown of the record's peak phase (plots.peak_phase); m = measured, d = derived, p = static plan."""
     parts = record.get("breakdown", {})
     if not parts:
         return "-"
-    name = max(parts, key=lambda phase_name: sum(p["bytes"] for p in parts[phase_name].values()))
+    name = plots.peak_phase(record)
     mark = {"measured": "m", "derived": "d"}
     return f"{name}: " + ", ".join(f"{category} {_mib(part['bytes'])} {mark.get(part['basis'], 'p')}"
                                    for category, part in parts[name].items() if part["bytes"])
@@ -220,9 +243,10 @@ def _nvml_rows(records: list[dict], kind: str) -> list[str]:
 
 def render(path: Path) -> list[Path]:
     run = runfile.load(path)
+    run["records"] = [record | accounting.refresh(record) for record in run["records"]]
     report = path.with_suffix(".md")
     report.write_text(markdown(run))
-    plot = plots.PLOTS.get(run["suite"], plots.phase_peaks)
+    plot = plots.PLOTS.get(run["suite"], plots.breakdown_bars)
     written = [plot(run, path.with_suffix(".png")), report]
     if errors.rows(run):
         written.append(plots.estimate_vs_measured(run, path.with_name(f"{path.stem}-estimate.png")))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from models import allocators
 from models.scenario import Scenario
 from models.spec import SpecError
 from suites.orchestrator import run_scenario, worker_environment
+from suites.registry import ROOT, interpreter
 from tests.conftest import run_cli
 
 
@@ -62,3 +65,26 @@ def test_cli_rejects_a_mode_of_another_framework() -> None:
     assert done.returncode == 2
     assert done.stderr.strip().endswith("valid for jax: default, noprealloc, fraction=F, platform")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_torch_gives_its_per_device_calls_an_indexed_device() -> None:
+    """The first GPU run's `fraction=F` died in the context phase: torch refuses an index-less 'cuda' device.
+
+    torch's own validator (the one set_per_process_memory_fraction applies) runs without a GPU."""
+    code = ("import torch; from torch.cuda._utils import _get_device_index; "
+            "from frameworks.torch_adapter import device_of; "
+            "assert _get_device_index(device_of('cuda'), optional=False) == 0; "
+            "assert device_of('cpu') == torch.device('cpu'); "
+            "_get_device_index(torch.device('cuda'), optional=False)")
+    done = subprocess.run([interpreter("torch"), "-c", code], cwd=ROOT, env=worker_environment(),
+                          capture_output=True, text=True, timeout=300)
+    # the asserts pass; the last call, with the device the first run passed, fails as it did on the GPU
+    assert done.stderr.strip().splitlines()[-1] == ("ValueError: Expected a torch.device with a specified index "
+                                                    "or an integer, but got:cuda"), done.stderr[-2000:]
+
+
+def test_preallocating_and_uncounted_modes_are_data() -> None:
+    assert [mode for mode in allocators.mode_names("jax") if allocators.preallocates("jax", mode.replace(
+        "=F", "=0.5"), "cuda")] == ["default", "fraction=F"]
+    assert not allocators.preallocates("jax", "default", "cpu")  # no pool on the CPU
+    assert not allocators.counted("torch", "nocache") and allocators.counted("torch", "expandable")

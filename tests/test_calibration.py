@@ -1,5 +1,12 @@
 """On a GPU: a known 800 MB allocation, seen by the NVML sampler and by the allocator within 5 %.
 
+The allocation is copied from the host, so no kernel module loads in the phase (the first GPU run saw
+~97 MB more than 800 MB in torch: the fill kernel's module, loaded lazily). Each view is checked where it
+can be exact: the driver where the allocator maps what is asked (torch's caching allocator rounds to 2 MiB,
+JAX's platform allocator calls cudaMalloc per buffer); the allocator's own figure where it counts bytes.
+A BFC pool that grows (JAX without preallocation, TensorFlow's allow_growth) maps regions of doubling size,
+so its driver figure is the region (1 GiB for 800 MB), not the allocation: only its allocator is checked.
+
 Skipped where there is no GPU (this project's CI machines), with the reason.
 """
 
@@ -15,8 +22,9 @@ from suites import device
 from suites.orchestrator import run_scenario
 from suites.registry import SetupError, interpreter
 
-# Modes where the driver sees allocations as they happen (not a preallocated pool).
-MODES = {"torch": "default", "tensorflow": "growth", "jax": "noprealloc"}
+# (framework, allocator mode, the views checked)
+CASES = [("torch", "default", ("driver", "allocator")), ("tensorflow", "growth", ("allocator",)),
+         ("jax", "noprealloc", ("allocator",)), ("jax", "platform", ("driver",))]
 # The allocator figure for the allocate phase, and the one at the end of the context phase to subtract.
 ALLOCATOR = {"torch": ("allocated_peak", "allocated"), "tensorflow": ("allocator_peak", "allocator_current"),
              "jax": ("peak_bytes_in_use", "bytes_in_use")}
@@ -34,16 +42,18 @@ def _cuda_interpreter(framework: str) -> str:
     return python
 
 
-@pytest.mark.parametrize("framework", list(MODES))
-def test_800_mb_is_seen_within_5_percent(framework: str) -> None:
+@pytest.mark.parametrize(("framework", "mode", "views"), CASES, ids=[f"{f}-{m}" for f, m, _ in CASES])
+def test_800_mb_is_seen_within_5_percent(framework: str, mode: str, views: tuple[str, ...]) -> None:
     _cuda_interpreter(framework)
-    scenario = Scenario.create(framework, "keras-small", kind="calibrate", device="cuda", allocator=MODES[framework])
+    scenario = Scenario.create(framework, "keras-small", kind="calibrate", device="cuda", allocator=mode)
     record = run_scenario(scenario, timeout=300)
     assert record["status"] == "ok", record["failure"]
     context, allocate = phase(record, "context"), phase(record, "allocate")
-    view = "process" if record["nvml"]["view"] == "process" else "device"
-    seen_by_driver = allocate["nvml"][f"{view}_peak"]["bytes"] - context["nvml"][f"{view}_end"]["bytes"]
-    peak, before = ALLOCATOR[framework]
-    seen_by_allocator = allocate["allocator"][peak]["bytes"] - context["allocator"][before]["bytes"]
-    assert seen_by_driver == pytest.approx(CALIBRATION_BYTES, rel=0.05), record["nvml"]
-    assert seen_by_allocator == pytest.approx(CALIBRATION_BYTES, rel=0.05), allocate["allocator"]
+    if "driver" in views:
+        view = "process" if record["nvml"]["view"] == "process" else "device"
+        seen_by_driver = allocate["nvml"][f"{view}_peak"]["bytes"] - context["nvml"][f"{view}_end"]["bytes"]
+        assert seen_by_driver == pytest.approx(CALIBRATION_BYTES, rel=0.05), record["nvml"]
+    if "allocator" in views:
+        peak, before = ALLOCATOR[framework]
+        seen_by_allocator = allocate["allocator"][peak]["bytes"] - context["allocator"][before]["bytes"]
+        assert seen_by_allocator == pytest.approx(CALIBRATION_BYTES, rel=0.05), allocate["allocator"]

@@ -76,11 +76,11 @@ def test_models_lists_the_catalogue_with_counts() -> None:
         assert f"{spec.param_count:,}" in done.stdout and spec.name in done.stdout
 
 
-RUN_FILES = [path for path in sorted((ROOT / "results").glob("*.json"))
+RUN_FILES = [path for path in sorted((ROOT / "results").rglob("*.json"))
              if json.loads(path.read_text()).get("kind") == "footprint.run"]
 
 
-@pytest.mark.parametrize("run_file", RUN_FILES, ids=lambda path: path.stem)
+@pytest.mark.parametrize("run_file", RUN_FILES, ids=lambda path: str(path.relative_to(ROOT / "results")))
 def test_every_committed_run_file_renders(run_file: Path, tmp_path: Path) -> None:
     """Run files from older commits lack later fields; the report must still read them."""
     copy = tmp_path / run_file.name

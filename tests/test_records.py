@@ -77,3 +77,17 @@ def test_jax_records_xla_static_plan() -> None:
     assert plans["train_step"]["argument"]["semantics"] == STATIC_PLAN
     # the train step takes weights, optimizer state and the batch as arguments
     assert plans["train_step"]["argument"]["bytes"] >= 3 * record["model"]["weight_bytes"]
+
+
+def test_jax_compiles_in_a_helper_and_the_worker_loads_it() -> None:
+    """On a GPU the helper keeps autotuning's scratch out of the worker's peak counter; here it must at least
+    hand over executables that train (the CPU has no autotuning and no counter to show)."""
+    record = run_scenario(Scenario.create("jax", "keras-small", device="cpu"))
+    assert record["status"] == "ok", record["failure"]
+    assert record["worker"]["compile_helper"]["exit_code"] == 0
+    assert record["worker"]["compile_helper"]["env_set"] == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    compiled = phase(record, "compile")["notes"]
+    assert compiled["compiled_in"] == "helper process"
+    assert set(compiled["memory_analysis"]) == {"forward", "train_step"}
+    losses = [phase(record, name)["notes"]["loss"] for name in ("train_step_1", "train_step_2")]
+    assert all(math.isfinite(loss) for loss in losses) and losses[0] != losses[1]  # the step updated the weights

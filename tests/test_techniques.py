@@ -85,3 +85,28 @@ def test_fit_answer_passes_and_the_next_batch_fails() -> None:
     largest = result["largest_batch"]
     assert largest and probes[largest]["fits"] and probes[largest]["peak_bytes"] <= 300 * 2**20
     assert not probes[largest + 1]["fits"] and result["first_failing_batch"] == largest + 1
+
+
+def test_a_failure_that_is_not_memory_makes_the_answer_unknown() -> None:
+    """An error at batch 2 (a real raise in the worker) must not read as "batch 2 does not fit"."""
+    scenario = Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu")
+    result = fit.find(scenario, 64 * 2**30,
+                      lambda probe: run_scenario(probe, fault="build:raise" if probe.batch >= 2 else None))
+    assert result["answer"] == "unknown" and result["largest_batch"] == 1 and result["first_failing_batch"] is None
+    assert "error in build" in result["unknown_reason"] and "injected fault" in result["unknown_reason"]
+    assert [probe["fits"] for probe in result["probes"]] == [True, None]
+    assert fit.describe(result).splitlines()[0].endswith("(batch 1 fits)")
+    assert fit.EXIT_CODES[result["answer"]] not in (0, 1, 2)
+
+
+def test_only_out_of_memory_or_a_peak_over_the_budget_does_not_fit(spec_file) -> None:  # noqa: ANN001
+    from tests.test_failures import TOO_LARGE
+
+    oom = run_scenario(Scenario.create("torch", model_file=str(spec_file(TOO_LARGE)), kind="infer", device="cpu"))
+    assert oom["status"] == "oom"
+    assert fit.judge(oom, 2**40).fits is False
+    ok = run_scenario(Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu"))
+    assert fit.judge(ok, 2**40).fits is True and fit.judge(ok, 2**20).fits is False
+    hung = run_scenario(Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu"), timeout=20,
+                        fault="build:hang")
+    assert hung["status"] == "timeout" and fit.judge(hung, 2**40).fits is None
