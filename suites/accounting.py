@@ -76,9 +76,7 @@ def _activations(record: dict, measured: dict, held: int, need: int | None) -> t
     or the allocator's peak beyond the tensors; None where nothing says."""
     if "saved_activation_bytes" in measured["notes"]:
         return measured["notes"]["saved_activation_bytes"], MEASURED, "tensors autograd saved for the backward pass"
-    plans = (named_phase(record, "compile") or {"notes": {}})["notes"].get("memory_analysis", {})
-    plan = plans.get("train_step" if measured["name"].startswith("train_step") else
-                     "forward" if measured["name"] == "inference" else "")
+    plan = figures.plan(record, measured["name"])
     if plan:
         return (plan["temp"]["bytes"], STATIC_PLAN,
                 "XLA's temp buffers: activations, gradients in flight and library workspace")

@@ -89,17 +89,22 @@ def context_alone(record: dict, device: str) -> int | None:
     return base - (pool or 0)
 
 
+def plan(record: dict, name: str) -> dict | None:
+    """XLA's static plan of the executable a phase runs (the train step, or the forward pass), if any."""
+    plans = (named_phase(record, "compile") or {"notes": {}})["notes"].get("memory_analysis", {})
+    return plans.get("train_step" if name.startswith("train_step") else "forward" if name == "inference" else "")
+
+
 def _plan_need(record: dict, name: str) -> int | None:
     """XLA's plan for a step or the forward pass, on top of what was live when the phase began."""
-    plans = (named_phase(record, "compile") or {"notes": {}})["notes"].get("memory_analysis", {})
-    plan = plans.get("train_step" if name.startswith("train_step") else "forward" if name == "inference" else "")
+    planned = plan(record, name)
     names = [p["name"] for p in record["phases"]]
-    if not plan or name not in names or names.index(name) == 0:
+    if not planned or name not in names or names.index(name) == 0:
         return None
     before = allocated_now(record["phases"][names.index(name) - 1])
     if before is None:
         return None
-    return before + plan["temp"]["bytes"] + plan["output"]["bytes"] - plan["alias"]["bytes"]
+    return before + planned["temp"]["bytes"] + planned["output"]["bytes"] - planned["alias"]["bytes"]
 
 
 def need(record: dict, name: str) -> tuple[int | None, str]:

@@ -57,6 +57,7 @@ CATEGORY_COLORS = {"context": "#7f7f7f", "kernel_modules": "#c7c7c7", "weights":
                    "workspace": "#98df8a", "allocator_cache": "#d62728", "pool_unused": "#f7b6d2",
                    "runtime": "#c7c7c7"}
 MODEL_CATEGORIES = ("weights", "gradients", "optimizer_state", "inputs", "activations", "workspace")
+GPU_ONLY, CPU_ONLY = ("kernel_modules", "pool_unused"), ("runtime",)
 # Bottom to top: what is there before the model, the model, then what the allocator keeps unused.
 STACK_ORDER = ("context", "kernel_modules", "runtime", *MODEL_CATEGORIES, "allocator_cache", "pool_unused")
 
@@ -164,7 +165,7 @@ def breakdown_bars(run: dict, path: Path) -> Path:
         axis.set_title(panel.title, fontsize=10)
     driver = "host RSS" if run["device"] == "cpu" else "NVML"
     what = f"where the peak goes: holds ({driver}, left bar) vs needs (the model's tensors, right bar)"
-    names = [name for name in STACK_ORDER if name != "runtime" or run["device"] == "cpu"]
+    names = [name for name in STACK_ORDER if name not in (GPU_ONLY if run["device"] == "cpu" else CPU_ONLY)]
     return _finish(figure, run, what, [n.replace("_", " ") for n in names], path, [CATEGORY_COLORS[n] for n in names])
 
 
