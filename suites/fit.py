@@ -130,6 +130,20 @@ def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict], max_b
             "capped_at_max_batch": failed is None and not unknown}
 
 
+def reread(result: dict) -> dict:
+    """A result under today's rule: a result written before the rule had no `answer`, and may have counted
+    a probe that failed for another reason than memory as "does not fit"."""
+    probes = [p | {"fits": None} if p["status"] not in ("ok", "oom") else p for p in result["probes"]]
+    unknown = next((p for p in probes if p["fits"] is None), None)
+    if unknown:
+        fitted = [p["batch"] for p in probes if p["fits"] and p["batch"] < unknown["batch"]]
+        return result | {"probes": probes, "answer": "unknown",
+                         "unknown_reason": f"batch {unknown['batch']}: {unknown['why']}",
+                         "largest_batch": max(fitted, default=None), "first_failing_batch": None,
+                         "capped_at_max_batch": False}
+    return {"answer": "fits" if result["largest_batch"] else "does not fit", "unknown_reason": None} | result
+
+
 def describe(result: dict) -> str:
     """The answer with the probes that led to it."""
     scenario = Scenario.from_dict(result["scenario"])

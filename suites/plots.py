@@ -305,7 +305,8 @@ def sweeps(run: dict, path: Path) -> Path:
 
 
 def fit_answers(run: dict, path: Path) -> Path:
-    """Per question and framework, the largest batch within the budget (none: not even batch 1)."""
+    """Per question and framework, the largest batch within the budget (none: not even batch 1; unknown: a probe
+    failed for another reason than memory)."""
     fits = run.get("fits", [])
     frameworks = list(dict.fromkeys(f["scenario"]["framework"] for f in fits))
     figure, axes = _grid(1, 1)
@@ -315,8 +316,9 @@ def fit_answers(run: dict, path: Path) -> Path:
     values = [f["largest_batch"] or 0 for f in fits]
     axes[0][0].barh(range(len(fits)), values, color=[f"C{frameworks.index(f['scenario']['framework'])}" for f in fits])
     axes[0][0].set_yticks(range(len(fits)), labels, fontsize=7)
-    for index, value in enumerate(values):
-        axes[0][0].text(value, index, f" {value or 'does not fit'}", va="center", fontsize=7)
+    for index, (value, result) in enumerate(zip(values, fits, strict=True)):
+        text = "unknown: " + result["unknown_reason"] if result["answer"] == "unknown" else value or "does not fit"
+        axes[0][0].text(value, index, f" {text}", va="center", fontsize=7)
     axes[0][0].set_xlabel("largest batch within the budget")
     axes[0][0].invert_yaxis()
     return _finish(figure, run, "does it fit? largest batch per framework", frameworks, path)

@@ -23,7 +23,7 @@ def _share(value: float | None) -> str:
 
 def _not_measured(run: dict) -> list[str]:
     """Frameworks the suite knows that have no record here (not selected, or not installable there)."""
-    measured = {record["scenario"]["framework"] for record in run["records"]}
+    measured = {entry["scenario"]["framework"] for entry in (*run["records"], *run.get("fits", []))}
     return [name for name in run.get("frameworks_known", []) if name not in measured]
 
 
@@ -244,6 +244,7 @@ def _nvml_rows(records: list[dict], kind: str) -> list[str]:
 def render(path: Path) -> list[Path]:
     run = runfile.load(path)
     run["records"] = [record | accounting.refresh(record) for record in run["records"]]
+    run["fits"] = [fit.reread(result) for result in run.get("fits", [])]
     report = path.with_suffix(".md")
     report.write_text(markdown(run))
     plot = plots.PLOTS.get(run["suite"], plots.breakdown_bars)

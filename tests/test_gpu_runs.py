@@ -152,3 +152,13 @@ def test_committed_gpu_run_files_render(tmp_path: Path) -> None:
         text = copy.with_suffix(".md").read_text()
         assert all(path.exists() for path in written)
         assert "holds / needs" in text and "+7865%" not in text
+
+
+def test_the_first_runs_fit_answer_reads_as_unknown_today() -> None:
+    """It said "does not fit, not even batch 1" because `fraction=F` crashed: an error, not memory."""
+    result = json.loads((RUNS / "fit-cuda.json").read_text())["fits"][0]
+    assert result["largest_batch"] is None and "answer" not in result
+    again = fit.reread(result)
+    assert again["answer"] == "unknown" and again["unknown_reason"] == "batch 1: error in context"
+    assert [probe["fits"] for probe in again["probes"]] == [None]
+    assert "unknown: batch 1: error in context" in fit.describe(again)
