@@ -1,4 +1,4 @@
-# make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,jax] [MODELS=keras-small] [TIMEOUT=600]
+# make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,keras-jax] [MODELS=keras-small] [TIMEOUT=600]
 # make test
 PYTHON ?= python3
 TOOLS := .venv-tools
@@ -18,7 +18,8 @@ $(TOX):
 # Where nvidia-smi sees a GPU (and DEVICE is not cpu), the frameworks' CUDA builds are installed too.
 GPU := $(shell [ "$(DEVICE)" != cpu ] && nvidia-smi -L >/dev/null 2>&1 && echo yes)
 comma := ,
-ENVS := torch,tensorflow,jax,bench,test$(if $(GPU),$(comma)torch-cuda$(comma)tensorflow-cuda$(comma)jax-cuda)
+FRAMEWORK_ENVS := torch,jax,keras-tensorflow,keras-jax,keras-torch
+ENVS := $(FRAMEWORK_ENVS),bench,test$(if $(GPU),$(comma)$(subst $(comma),-cuda$(comma),$(FRAMEWORK_ENVS))-cuda)
 
 # One environment per framework plus the orchestrator's; tox makes the missing ones and reuses the rest.
 envs: $(TOX)

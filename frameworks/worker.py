@@ -34,10 +34,11 @@ HELPER_OUTPUT_LINES = 5
 
 
 def load_adapter(scenario: Scenario) -> Adapter:
-    """The adapter module named after the framework; it imports its framework only when asked."""
-    module = importlib.import_module(f"frameworks.{scenario.framework}_adapter")
-    adapter_class = next(value for value in vars(module).values()
-                         if isinstance(value, type) and issubclass(value, Adapter) and value is not Adapter)
+    """The adapter module named after the framework (keras-jax: keras_adapter); it imports its framework only
+    when asked."""
+    module = importlib.import_module(f"frameworks.{scenario.framework.partition('-')[0]}_adapter")
+    adapter_class = next(value for value in vars(module).values() if isinstance(value, type)
+                         and issubclass(value, Adapter) and value.__module__ == module.__name__)
     return adapter_class(scenario)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models import backends
 from models.spec import SpecError
 
 CUDA_MODULE_LOADING = ("LAZY", "EAGER")
@@ -56,8 +57,8 @@ DEFAULT_ONLY = {"default": Mode("the framework's own default", {})}
 
 
 def _modes(framework: str) -> dict[str, Mode]:
-    """A framework with no entry here (a new adapter) has its default mode only."""
-    return MODES.get(framework, DEFAULT_ONLY)
+    """A framework's modes are its backend's (Keras on JAX has JAX's); one with no entry has its default only."""
+    return MODES.get(backends.backend(framework), DEFAULT_ONLY)
 
 
 def mode_names(framework: str) -> list[str]:

@@ -57,7 +57,7 @@ RULES = {
             " the conv input; Adam's state arrives in the first step(); on the CPU Adam runs per tensor"
             " (sqrt and divide make two temporaries of the largest parameter), on CUDA it is foreach"
             " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad"),
-    "tensorflow": Rules(
+    "keras-tensorflow": Rules(
         saves=SAVES_INPUT | {"maxpool2d": ("input", "output")}, label_bytes=4, explicit_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_gradients=True,
         init_copies=2,
@@ -79,6 +79,24 @@ RULES = {
             " reduce_window max its operand; optax's state is created in compile (optimizer.init);"
             " the update is fused into the jitted step with parameters and state donated, so it adds no"
             " temporaries; jax.random makes bits then floats: two temporaries of the tensor drawn at build"),
+    "keras-jax": Rules(
+        saves=SAVES_INPUT | {"relu": ("mask",)}, label_bytes=4, explicit_padding=False,
+        optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
+        streams_gradients=False, init_copies=2, accumulator_copies=1, update_temporaries={},
+        why="JAX's autodiff under Keras: the jax rules for what is saved; Keras builds the optimizer's"
+            " variables at the first train_on_batch, before the step runs; its JAX trainer jits loss,"
+            " gradients and the optimizer's stateless update into one step, so the update adds no temporaries;"
+            " keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
+    "keras-torch": Rules(
+        saves=SAVES_INPUT | {"maxpool2d": ("input", "indices")}, label_bytes=4, explicit_padding=True,
+        optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
+        streams_gradients=False, init_copies=2, accumulator_copies=1,
+        update_temporaries={("adam", "cpu"): ("all", 2), ("adam", "cuda"): ("all", 2)},
+        why="torch's autograd under Keras: the torch rules for what is saved, and Keras pads uneven 'same'"
+            " convolutions explicitly; Keras builds the optimizer's variables at the first train_on_batch,"
+            " before the step runs; gradients stay in .grad until the next step zeroes them; Keras's torch"
+            " Adam runs torch._foreach ops over every variable, two of whose temporaries of every parameter"
+            " are live at once; keras.random on torch draws then scales: two temporaries"),
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from models import allocators, techniques
+from models import allocators, backends, techniques
 from models.catalogue import get_model
 from models.spec import ModelSpec, SpecError, load_spec_file
 
@@ -126,4 +126,4 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: dict) -> Scenario:
-        return cls(**data)
+        return cls(**data | {"framework": backends.current(data["framework"])})

@@ -24,11 +24,19 @@ TRAIN_ONLY = ("checkpoint", "fp16", "bf16", "accumulate", "empty_cache")
 INFER_ONLY = ("tracked",)
 LOSS_SCALE = 2.0**10  # JAX has no loss-scale helper in optax: a static scale, as the mixed-precision guides show
 
+KERAS_INPLACE = "Keras layers have no in-place activations; the backend decides buffer reuse"
+JAX_NO_EMPTY_CACHE = "JAX has no call that returns its allocator's pool (jax.clear_caches drops executables)"
 UNAVAILABLE = {
-    ("tensorflow", "inplace"): "TensorFlow has no in-place activations: Grappler and XLA decide buffer reuse",
     ("jax", "inplace"): "JAX arrays are immutable: XLA decides buffer reuse inside a compiled step",
-    ("tensorflow", "empty_cache"): "TensorFlow has no call that returns its allocator's memory to the device",
-    ("jax", "empty_cache"): "JAX has no call that returns its allocator's pool (jax.clear_caches drops executables)",
+    ("jax", "empty_cache"): JAX_NO_EMPTY_CACHE,
+    ("keras-tensorflow", "inplace"): KERAS_INPLACE,
+    ("keras-jax", "inplace"): KERAS_INPLACE,
+    ("keras-torch", "inplace"): KERAS_INPLACE,
+    ("keras-tensorflow", "empty_cache"): "TensorFlow has no call that returns its allocator's memory to the device",
+    ("keras-jax", "empty_cache"): JAX_NO_EMPTY_CACHE,
+    ("keras-torch", "empty_cache"): "Keras has no call for it: the torch column measures torch.cuda.empty_cache",
+    ("keras-jax", "tracked"): "JAX has no tape: a forward pass keeps residuals only under jax.vjp, which the jax "
+                              "column measures",
 }
 
 

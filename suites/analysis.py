@@ -1,4 +1,5 @@
-"""Figures across records: what a technique saves against its baseline, and how memory grows with batch and depth.
+"""Figures across records: what a technique saves against its baseline, how memory grows with batch and depth,
+and what Keras adds on each backend.
 
 Every figure comes from the records' `comparison` (measured bytes, the analytic estimate, the measured
 constant), in one view per framework: the allocator's where the framework has one on the device, else the
@@ -9,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models import backends
 from models.record import phase
 from models.scenario import Scenario
 from suites.constants import PROBE
-from suites.figures import allocated_now
+from suites.figures import allocated_now, driver_peak, need
 
 NOT_ACTIVATIONS = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs",
                    "update_temporaries", "init_temporaries")
@@ -160,3 +162,47 @@ def sweep_fits(run: dict, axis: str) -> list[Fit]:
                           []).append((x, y))
     return [Fit(framework, technique, view, tuple(sorted(points)), *_fit(points))
             for (framework, technique, _, view), points in sorted(groups.items()) if len({x for x, _ in points}) >= 2]
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """What Keras adds on a backend: per phase, the Keras record's holds and needs minus its raw backend's."""
+
+    model: str
+    kind: str
+    keras: str
+    raw: str
+    phases: dict[str, tuple[int | None, int | None]]  # phase -> (holds difference, needs difference)
+
+
+def keras_overhead(run: dict) -> list[Overhead]:
+    """Each Keras record beside its raw backend's with the same model, kind, batch and settings."""
+
+    def key(record: dict) -> tuple:
+        scenario = record["scenario"]
+        return (scenario["model"], scenario["kind"], scenario["batch"], scenario["optimizer"],
+                scenario["technique"], scenario["allocator"], backends.backend(scenario["framework"]))
+
+    raws = {key(r): r for r in run["records"] if not backends.is_keras(r["scenario"]["framework"])}
+    found = []
+    for record in run["records"]:
+        base = raws.get(key(record)) if backends.raw(record["scenario"]["framework"]) else None
+        if base is None or record["status"] != "ok" or base["status"] != "ok":
+            continue
+        differences = {}
+        for name in (p["name"] for p in record["phases"]):
+            if phase(base, name) is None:
+                continue
+            pairs = [(figure(record, name), figure(base, name)) for figure in (_holds, _needs)]
+            differences[name] = tuple(None if None in pair else pair[0] - pair[1] for pair in pairs)
+        found.append(Overhead(record["scenario"]["model"], record["scenario"]["kind"],
+                              record["scenario"]["framework"], base["scenario"]["framework"], differences))
+    return found
+
+
+def _holds(record: dict, name: str) -> int | None:
+    return driver_peak(phase(record, name), record["scenario"]["device"])[0]
+
+
+def _needs(record: dict, name: str) -> int | None:
+    return need(record, name)[0]

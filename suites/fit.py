@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
+from models import backends
 from models.scenario import Scenario
 from models.spec import SpecError
 from models.techniques import ACCUMULATION_STEPS
@@ -44,7 +45,7 @@ def capped(scenario: Scenario, budget: int) -> tuple[Scenario, str]:
     total = int(source.describe()["total_bytes"])
     source.close()
     mode = {"torch": f"fraction={budget / total:.4f}", "jax": f"fraction={budget / total:.4f}",
-            "tensorflow": f"limit={budget // 10**6}"}.get(scenario.framework)
+            "tensorflow": f"limit={budget // 10**6}"}.get(backends.backend(scenario.framework))
     if mode is None:
         return scenario, "judged: NVML's process peak against the budget (no cap known for this framework)"
     return replace(scenario, allocator=mode), f"enforced by the allocator mode {mode}, then judged on NVML's peak"

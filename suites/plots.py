@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import matplotlib
@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from models import backends  # noqa: E402
 from models.record import STATIC_PLAN  # noqa: E402
 from models.scenario import Scenario  # noqa: E402
 from suites import analysis, errors  # noqa: E402
@@ -99,6 +100,7 @@ class Column:
     holds: dict[str, int]  # every part of the driver's peak, by category
     needs: dict[str, int]  # the model's own parts; empty where the framework has no allocator figure
     need_basis: str
+    versus: str = ""  # a Keras column: what it holds at its peak beyond its raw backend's column
 
 
 @dataclass(frozen=True)
@@ -129,10 +131,21 @@ def breakdown_panels(run: dict) -> list[Panel]:
             needs = ({c: parts[c] for c in MODEL_CATEGORIES if c in parts}
                      if name and need(record, name)[0] is not None else {})
             columns.append(Column(variant(record), name, record["status"], parts, needs, basis))
+        columns = [_versus_raw(column, columns) for column in columns]
         without_pool = [sum(v for c, v in column.holds.items() if c != "pool_unused") for column in columns]
         result.append(Panel(model, kind, records[0]["scenario"]["batch"], tuple(columns),
                             int(1.25 * max([*without_pool, MIB]))))
     return result
+
+
+def _versus_raw(column: Column, columns: list[Column]) -> Column:
+    """A Keras column with its holds at the peak beside its raw backend's column in the same panel."""
+    counterpart = next((c for c in columns if c.label == backends.raw(column.label) and c.holds), None)
+    if counterpart is None or not column.holds:
+        return column
+    difference = sum(column.holds.values()) - sum(counterpart.holds.values())
+    sign = "+" if difference >= 0 else "-"
+    return replace(column, versus=f"{sign}{abs(difference) / MIB:,.0f} MiB vs {counterpart.label}")
 
 
 def breakdown_bars(run: dict, path: Path) -> Path:
@@ -156,6 +169,9 @@ def breakdown_bars(run: dict, path: Path) -> Path:
             _stack(axis, index + 0.2, column.needs, MODEL_CATEGORIES, limit, 0.38)
             axis.text(index, -0.02, column.phase, transform=axis.get_xaxis_transform(), ha="center", va="top",
                       fontsize=7)
+            if column.versus:
+                axis.text(index - 0.2, min(sum(column.holds.values()) / MIB, limit), column.versus, ha="center",
+                          va="bottom", fontsize=6)
         axis.set_xticks(range(len(panel.columns)), [f"\n{c.label}\nholds | needs"
                                                     + (" (plan)" if c.need_basis == STATIC_PLAN else "")
                                                     for c in panel.columns], fontsize=8)

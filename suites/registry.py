@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from pathlib import Path
+
+from models import backends
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -12,9 +15,22 @@ class SetupError(RuntimeError):
     """The machine is not ready to run a framework; the message says what to do."""
 
 
+def _names(adapter: Path) -> list[str]:
+    """The frameworks an adapter runs: its literal FRAMEWORKS tuple (read, not imported), else its file's name.
+
+    A family's names are `<file>-<variant>` (keras_adapter.py runs keras-jax), which is how the worker
+    finds the module again."""
+    for node in ast.parse(adapter.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "FRAMEWORKS" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    return [adapter.name.removesuffix("_adapter.py")]
+
+
 def frameworks() -> list[str]:
-    """One framework per `frameworks/<name>_adapter.py`: adding a framework is adding its adapter."""
-    return sorted(path.name.removesuffix("_adapter.py") for path in (ROOT / "frameworks").glob("*_adapter.py"))
+    """Every framework of every `frameworks/<name>_adapter.py`, each Keras one after its raw backend: adding a
+    framework is adding its adapter."""
+    names = [name for path in (ROOT / "frameworks").glob("*_adapter.py") for name in _names(path)]
+    return sorted(names, key=backends.side_by_side)
 
 
 def interpreter(framework: str, device: str = "cpu") -> str:

@@ -66,7 +66,8 @@ def markdown(run: dict) -> str:
         lines.append("| framework's parameter count | " + " | ".join(
             f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
             for r in records) + " |")
-    lines += _error_summary(run) + _savings_section(run) + _sweeps_section(run) + _fits_section(run)
+    lines += (_error_summary(run) + _keras_section(run) + _savings_section(run) + _sweeps_section(run)
+              + _fits_section(run))
     return "\n".join(lines) + "\n"
 
 
@@ -87,6 +88,29 @@ def _holds_needs(record: dict, name: str) -> str:
     needed, label = need(record, name)
     return (f"{'-' if holds is None else _mib(holds)} / {'-' if needed is None else _mib(needed)}"
             f"{' p' if label == STATIC_PLAN else ''} ({measured['seconds']:.2f} s)")
+
+
+def _signed(value: int | None) -> str:
+    return "-" if value is None else ("+" if value >= 0 else "-") + _mib(abs(value))
+
+
+def _keras_section(run: dict) -> list[str]:
+    """Per model and kind, what Keras adds on each backend per phase: holds / needs minus the raw framework's."""
+    found = analysis.keras_overhead(run)
+    if not found:
+        return []
+    lines = ["", "## What Keras adds on each backend", "",
+             "Per phase, the Keras record's figure minus its raw backend's (same model, kind, batch and settings), "
+             "in MiB, as *holds / needs* (see the tables above). Keras on TensorFlow has no raw column here: it is "
+             "this suite's TensorFlow idiom."]
+    for (model, kind) in dict.fromkeys((o.model, o.kind) for o in found):
+        mine = [o for o in found if (o.model, o.kind) == (model, kind)]
+        header = " | ".join(f"{o.keras} - {o.raw}" for o in mine)
+        lines += ["", f"**{model}, {kind}**", "", f"| phase | {header} |", "|---" * (len(mine) + 1) + "|"]
+        for name in PHASES[kind]:
+            cells = [" / ".join(_signed(v) for v in o.phases[name]) if name in o.phases else "-" for o in mine]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _savings_section(run: dict) -> list[str]:

@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+from models import backends
 from models.record import SCHEMA_VERSION, atomic_write_json
 from suites import device, environment
 from suites.registry import ROOT, frameworks
@@ -54,7 +55,11 @@ class RunFile:
 
 
 def load(path: Path) -> dict:
+    """A run file, with frameworks under their current names (models.backends)."""
     data = json.loads(Path(path).read_text())
     if data.get("kind") != "footprint.run" or data.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{path} is not a footprint run file of schema {SCHEMA_VERSION}")
+    for entry in (*data["records"], *data.get("fits", [])):
+        entry["scenario"]["framework"] = backends.current(entry["scenario"]["framework"])
+    data["frameworks_known"] = [backends.current(name) for name in data.get("frameworks_known", [])]
     return data

@@ -16,13 +16,14 @@ from tests.conftest import run_cli
 
 def test_every_framework_has_its_modes() -> None:
     assert allocators.mode_names("torch") == ["default", "expandable", "nocache", "fraction=F"]
-    assert allocators.mode_names("tensorflow") == ["default", "growth", "limit=MB", "async"]
+    assert allocators.mode_names("keras-tensorflow") == ["default", "growth", "limit=MB", "async"]
     assert allocators.mode_names("jax") == ["default", "noprealloc", "fraction=F", "platform"]
     assert allocators.mode_names("a-new-framework") == ["default"]
 
 
 @pytest.mark.parametrize("framework, text", [
-    ("tensorflow", "limit"), ("tensorflow", "limit=big"), ("tensorflow", "growth=1"), ("jax", "fraction=1.5"),
+    ("keras-tensorflow", "limit"), ("keras-tensorflow", "limit=big"), ("keras-tensorflow", "growth=1"),
+    ("jax", "fraction=1.5"),
     ("jax", "fraction=x"), ("torch", "growth"), ("jax", "limit=100"),
 ])
 def test_bad_modes_name_the_valid_ones(framework: str, text: str) -> None:
@@ -33,10 +34,12 @@ def test_bad_modes_name_the_valid_ones(framework: str, text: str) -> None:
 @pytest.mark.parametrize("framework, mode, variables", [
     ("torch", "expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
     ("torch", "nocache", {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
-    ("tensorflow", "growth", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}),
-    ("tensorflow", "async", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
+    ("keras-tensorflow", "growth", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}),
+    ("keras-tensorflow", "async", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
+    ("keras-jax", "noprealloc", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),  # Keras on JAX: JAX's allocator
+    ("keras-torch", "expandable", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}),
     ("torch", "fraction=0.5", {}),  # set through torch.cuda by the adapter, before the first allocation
-    ("tensorflow", "limit=2048", {}),  # set through tf.config by the adapter, before the device starts
+    ("keras-tensorflow", "limit=2048", {}),  # set through tf.config by the adapter, before the device starts
     ("jax", "noprealloc", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
     ("jax", "fraction=0.25", {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.25"}),
     ("jax", "platform", {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}),
@@ -49,7 +52,7 @@ def test_on_a_gpu_the_worker_starts_with_the_mode_set(framework: str, mode: str,
 
 
 def test_on_the_cpu_a_mode_is_recorded_as_not_applicable() -> None:
-    scenario = Scenario.create("tensorflow", "keras-small", kind="infer", device="cpu", allocator="growth",
+    scenario = Scenario.create("keras-tensorflow", "keras-small", kind="infer", device="cpu", allocator="growth",
                                cuda_module_loading="EAGER")
     assert "TF_FORCE_GPU_ALLOW_GROWTH" not in worker_environment(scenario)
     record = run_scenario(scenario)

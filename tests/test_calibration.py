@@ -16,6 +16,7 @@ import subprocess
 
 import pytest
 
+from models import backends
 from models.record import phase
 from models.scenario import CALIBRATION_BYTES, Scenario
 from suites import device
@@ -23,9 +24,11 @@ from suites.orchestrator import run_scenario
 from suites.registry import SetupError, interpreter
 
 # (framework, allocator mode, the views checked)
-CASES = [("torch", "default", ("driver", "allocator")), ("tensorflow", "growth", ("allocator",)),
-         ("jax", "noprealloc", ("allocator",)), ("jax", "platform", ("driver",))]
+CASES = [("torch", "default", ("driver", "allocator")), ("keras-tensorflow", "growth", ("allocator",)),
+         ("jax", "noprealloc", ("allocator",)), ("jax", "platform", ("driver",)),
+         ("keras-torch", "default", ("driver", "allocator")), ("keras-jax", "platform", ("driver",))]
 # The allocator figure for the allocate phase, and the one at the end of the context phase to subtract.
+# Keyed by backend: Keras on a backend reports that backend's figures.
 ALLOCATOR = {"torch": ("allocated_peak", "allocated"), "tensorflow": ("allocator_peak", "allocator_current"),
              "jax": ("peak_bytes_in_use", "bytes_in_use")}
 
@@ -37,7 +40,8 @@ def _cuda_interpreter(framework: str) -> str:
         python = interpreter(framework, "cuda")
     except SetupError as error:
         pytest.skip(str(error))
-    if subprocess.run([python, "-c", f"import {framework}"], capture_output=True).returncode:
+    module = backends.backend(framework)
+    if subprocess.run([python, "-c", f"import {module}"], capture_output=True).returncode:
         pytest.skip(f"{framework} is not installed in {python}")
     return python
 
@@ -54,6 +58,6 @@ def test_800_mb_is_seen_within_5_percent(framework: str, mode: str, views: tuple
         seen_by_driver = allocate["nvml"][f"{view}_peak"]["bytes"] - context["nvml"][f"{view}_end"]["bytes"]
         assert seen_by_driver == pytest.approx(CALIBRATION_BYTES, rel=0.05), record["nvml"]
     if "allocator" in views:
-        peak, before = ALLOCATOR[framework]
+        peak, before = ALLOCATOR[backends.backend(framework)]
         seen_by_allocator = allocate["allocator"][peak]["bytes"] - context["allocator"][before]["bytes"]
         assert seen_by_allocator == pytest.approx(CALIBRATION_BYTES, rel=0.05), allocate["allocator"]

@@ -24,7 +24,7 @@ def _with(option: str, value: str) -> list[str]:
 
 
 @pytest.mark.parametrize("args, names", [
-    (_with("--framework", "mxnet"), ["jax", "tensorflow", "torch"]),
+    (_with("--framework", "mxnet"), ["jax", "keras-jax", "keras-tensorflow", "keras-torch", "torch"]),
     (_with("--model", "resnet"), ["keras200m", "heatmap68", "plain-N"]),
     (_with("--scenario", "serve"), ["train", "infer"]),
     (_with("--device", "tpu"), ["auto", "cpu", "cuda"]),

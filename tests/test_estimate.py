@@ -43,7 +43,7 @@ def test_keras200m_weights_and_adam() -> None:
 
 def test_batch_scales_activations_not_weights() -> None:
     spec = get_model("plain-4")
-    one, eight = (estimate(spec, "train", batch, "sgd", framework="tensorflow") for batch in (1, 8))
+    one, eight = (estimate(spec, "train", batch, "sgd", framework="keras-tensorflow") for batch in (1, 8))
     assert one.phase("build").items["weights"] == eight.phase("build").items["weights"]
     assert activations(spec, RULES["jax"], 8, 4).saved == 8 * activations(spec, RULES["jax"], 1, 4).saved
     assert "optimizer_state" not in {k for k, v in one.phase("train_step_2").items.items() if v}  # plain SGD
@@ -95,7 +95,7 @@ def test_record_carries_estimate_error_breakdown_and_floor(records: dict[str, di
 
 
 def test_tensorflow_allocator_view_and_framework_estimates(records: dict[str, dict]) -> None:
-    step = records["tensorflow"]["comparison"]["train_step_2"]["allocator"]
+    step = records["keras-tensorflow"]["comparison"]["train_step_2"]["allocator"]
     assert step["measured"] > 0 and step["tensors"] > 0
     plan = phase(records["jax"], "compile")["notes"]["memory_analysis"]["train_step"]
     own = accounting.framework_tensors(records["jax"])["train_step_1"]

@@ -64,7 +64,7 @@ def test_build_phase_holds_the_weights(framework: str, spec_file) -> None:  # no
 
 
 def test_tensorflow_cpu_allocator_peak_is_reset_per_phase() -> None:
-    record = run_scenario(Scenario.create("tensorflow", "keras-small", device="cpu"))
+    record = run_scenario(Scenario.create("keras-tensorflow", "keras-small", device="cpu"))
     peaks = {p["name"]: p["allocator"]["allocator_peak"] for p in record["phases"] if p["allocator"]}
     assert all(figure["semantics"] == PEAK_SINCE_PHASE_START for figure in peaks.values())
     assert peaks["train_step_1"]["bytes"] > peaks["compile"]["bytes"] > 0

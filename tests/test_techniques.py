@@ -34,7 +34,7 @@ def test_techniques_compute_the_baselines_loss(framework: str) -> None:
         assert losses[:steps] == pytest.approx(baseline[:steps], rel=tolerance), (technique, losses, baseline)
 
 
-@pytest.mark.parametrize(("framework", "technique"), [("tensorflow", "inplace"), ("jax", "inplace"),
+@pytest.mark.parametrize(("framework", "technique"), [("keras-tensorflow", "inplace"), ("jax", "inplace"),
                                                       ("torch", "empty_cache")])
 def test_missing_technique_is_recorded_with_its_reason(framework: str, technique: str) -> None:
     record = run_scenario(Scenario.create(framework, "plain-2", device="cpu", technique=technique))
