@@ -91,12 +91,13 @@ RULES = {
         saves=SAVES_INPUT | {"maxpool2d": ("input", "indices")}, label_bytes=4, explicit_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_gradients=False, init_copies=2, accumulator_copies=1,
-        update_temporaries={("adam", "cpu"): ("all", 2), ("adam", "cuda"): ("all", 2)},
+        update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
         why="torch's autograd under Keras: the torch rules for what is saved, and Keras pads uneven 'same'"
             " convolutions explicitly; Keras builds the optimizer's variables at the first train_on_batch,"
             " before the step runs; gradients stay in .grad until the next step zeroes them; Keras's torch"
-            " Adam runs torch._foreach ops over every variable, two of whose temporaries of every parameter"
-            " are live at once; keras.random on torch draws then scales: two temporaries"),
+            " Adam runs torch._foreach ops over every variable: three temporaries of every parameter live at"
+            " once (taken from keras200m's measured step on the CPU, 5,589 MiB against 4,743 with two);"
+            " keras.random on torch draws then scales: two temporaries"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The default suite: keras200m and heatmap68, train and infer, every framework."""
+"""The default suite: keras200m train and infer, heatmap68 inference, every framework."""
 
 from suites.harness import scenario_benchmark
 from suites.matrix import scenarios

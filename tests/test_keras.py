@@ -1,0 +1,62 @@
+"""Keras 3 on TensorFlow, JAX and torch: one adapter, each backend's allocator, its overhead beside the raw one.
+
+Parity (parameter counts, outputs and loss to 1e-4 with shared weights) and the techniques' arithmetic run for
+every framework, these three included, in test_parity.py and test_techniques.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from models import allocators, backends
+from models.record import phase
+from models.scenario import Scenario
+from suites import analysis, runfile
+from suites.orchestrator import run_scenario
+from suites.registry import ROOT, frameworks
+
+KERAS = ["keras-jax", "keras-tensorflow", "keras-torch"]
+
+
+def test_one_adapter_runs_every_keras_backend_each_after_its_raw_one() -> None:
+    assert frameworks() == ["jax", "keras-jax", "keras-tensorflow", "torch", "keras-torch"]
+    assert not (ROOT / "frameworks" / "tensorflow_adapter.py").exists()
+    assert [backends.raw(name) for name in KERAS] == ["jax", None, "torch"]
+
+
+@pytest.mark.parametrize("framework", KERAS)
+def test_keras_has_its_backends_allocator_modes(framework: str) -> None:
+    assert allocators.mode_names(framework) == allocators.mode_names(backends.backend(framework))
+
+
+def test_records_of_the_first_tensorflow_adapter_read_as_keras_tensorflow() -> None:
+    """It ran Keras on TensorFlow under the name `tensorflow`; committed CPU runs still carry that name."""
+    path = ROOT / "results" / "allocators-cpu.json"
+    assert "tensorflow" in {r["scenario"]["framework"] for r in json.loads(path.read_text())["records"]}
+    names = {r["scenario"]["framework"] for r in runfile.load(path)["records"]}
+    assert "keras-tensorflow" in names and "tensorflow" not in names
+    old = runfile.load(path)["records"][0]["scenario"] | {"framework": "tensorflow", "allocator": "growth"}
+    assert Scenario.from_dict(old).framework == "keras-tensorflow"
+
+
+def test_keras_on_torch_leaves_its_gradients_where_torch_keeps_them() -> None:
+    record = run_scenario(Scenario.create("keras-torch", "keras-small", device="cpu"))
+    assert record["status"] == "ok", record["failure"]
+    assert record["framework"]["versions"]["keras_backend"] == "torch"
+    step = phase(record, "train_step_1")["tensors"]
+    assert step["gradients"] == step["weights"] == 313_617 * 4  # in .grad until the next step zeroes them
+    assert step["optimizer_state"] >= 2 * step["weights"]  # Adam's two moments (and its counters)
+
+
+def test_keras_overhead_pairs_each_keras_record_with_its_raw_backend() -> None:
+    run = runfile.load(ROOT / "results" / "default-cpu.json")
+    found = analysis.keras_overhead(run)
+    assert {(o.keras, o.raw) for o in found} == {("keras-jax", "jax"), ("keras-torch", "torch")}
+    records = {(r["scenario"]["framework"], r["scenario"]["model"], r["scenario"]["kind"]): r for r in run["records"]}
+    for overhead in found:
+        keras, raw = (records[(name, overhead.model, overhead.kind)] for name in (overhead.keras, overhead.raw))
+        holds, _ = overhead.phases["build"]
+        assert holds == (phase(keras, "build")["host"]["peak_rss"]["bytes"]
+                         - phase(raw, "build")["host"]["peak_rss"]["bytes"])
