@@ -217,6 +217,12 @@ class KerasAdapter(Adapter):
         return self.runtime.allocate(nbytes)
 
     def synchronize(self) -> None:
+        """JAX dispatches asynchronously: block on the model's arrays, or their creation (and an allocation
+        that fails) would land in a later phase; the other backends' runtimes wait for their devices."""
+        if self.backend == "jax" and hasattr(self, "model"):
+            import jax
+
+            jax.block_until_ready([variable.value for variable in self.model.variables] + [self.inputs, self.targets])
         self.runtime.synchronize()
 
     def reset_peaks(self) -> None:

@@ -179,9 +179,9 @@ def keras_overhead(run: dict) -> list[Overhead]:
     """Each Keras record beside its raw backend's with the same model, kind, batch and settings."""
 
     def key(record: dict) -> tuple:
-        scenario = record["scenario"]
-        return (scenario["model"], scenario["kind"], scenario["batch"], scenario["optimizer"],
-                scenario["technique"], scenario["allocator"], backends.backend(scenario["framework"]))
+        scenario = Scenario.from_dict(record["scenario"])  # older records lack later fields: take their defaults
+        return (scenario.model, scenario.kind, scenario.batch, scenario.optimizer, scenario.technique,
+                scenario.allocator, backends.backend(scenario.framework))
 
     raws = {key(r): r for r in run["records"] if not backends.is_keras(r["scenario"]["framework"])}
     found = []

@@ -159,6 +159,9 @@ def breakdown_bars(run: dict, path: Path) -> Path:
     models = list(dict.fromkeys(panel.model for panel in found))
     kinds = list(dict.fromkeys(panel.kind for panel in found))
     figure, axes = _grid(len(models), len(kinds))
+    drawn = {(models.index(panel.model), kinds.index(panel.kind)) for panel in found}
+    for row, column in {(r, c) for r in range(len(models)) for c in range(len(kinds))} - drawn:
+        axes[row][column].set_visible(False)  # a model the suite runs in one kind only
     for panel in found:
         axis, limit = axes[models.index(panel.model)][kinds.index(panel.kind)], panel.limit / MIB
         for index, column in enumerate(panel.columns):
