@@ -79,7 +79,11 @@ class Adapter(ABC):
 
     @abstractmethod
     def param_count(self) -> int:
-        """The parameter count as the framework itself reports it."""
+        """The trainable parameter count as the framework itself reports it."""
+
+    @abstractmethod
+    def statistics_count(self) -> int:
+        """The non-trainable values the framework reports (batch norm's running statistics: torch's buffers)."""
 
     @abstractmethod
     def compile(self) -> dict[str, object]:
@@ -125,12 +129,16 @@ class Adapter(ABC):
 
     @abstractmethod
     def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
-        """Loads canonical weights (one dict per layer: kernel HWIO or (in, out), bias)."""
+        """Loads canonical weights, one dict per layer as `LayerShapes.weights` names them: kernel (kh, kw, in /
+        groups, out) or (in, out), bias, batch norm's scale, offset, mean and variance."""
 
     @abstractmethod
-    def forward(self, batch: np.ndarray) -> np.ndarray:
-        """Runs the net on a canonical (channels-last) batch; returns a channels-last numpy output."""
+    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
+        """One forward pass on a canonical (channels-last) batch: the channels-last output and the spec's loss.
+
+        In training mode batch norm uses the batch's statistics and updates its running ones, as a training
+        step's forward pass does; otherwise the running statistics are used and nothing changes."""
 
     @abstractmethod
-    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
-        """The spec's loss on a canonical batch and target, for the parity check."""
+    def statistics(self) -> list[dict[str, np.ndarray]]:
+        """The running statistics now, one dict per layer (empty for layers without them)."""

@@ -2,7 +2,7 @@
 
     python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort]
     python -m frameworks.worker params FRAMEWORK MODEL...
-    python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ
+    python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ [--training]
     python -m frameworks.worker ahead SCENARIO_JSON OUT    (the compile helper, started by a scenario worker)
 
 The scenario record is rewritten (atomically) after every phase, so whatever kills this
@@ -106,6 +106,7 @@ def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], d
     def build() -> None:
         adapter.build()
         framework["param_count"] = adapter.param_count()
+        framework["statistics_count"] = adapter.statistics_count()
 
     def allocate() -> dict:
         held = adapter.allocate(CALIBRATION_BYTES)
@@ -160,7 +161,7 @@ def _measure(adapter: Adapter, scenario: Scenario, env: dict[str, str], out: str
         "failure": None,
         "scenario": scenario.to_dict(),
         "model": {"name": scenario.model, "param_count": adapter.spec.param_count,
-                  "weight_bytes": adapter.spec.weight_bytes(), "output_shape": list(adapter.spec.output_shape)},
+                  "statistics_count": adapter.spec.statistics_count, "weight_bytes": adapter.spec.weight_bytes(), "output_shape": list(adapter.spec.output_shape)},
         "framework": {"name": scenario.framework},
         "shared_settings": {"init": INIT_RULE, "data": DATA_RULE, "dtype": scenario.dtype,
                             "optimizer": {scenario.optimizer: OPTIMIZER_SETTINGS[scenario.optimizer]}},
@@ -210,13 +211,18 @@ def save_compiled(scenario: Scenario, path: str) -> None:
     adapter.save_compiled(path)
 
 
-def count_params(framework: str, models: list[str]) -> dict[str, int]:
-    """Builds each model in turn and returns the framework's own parameter count."""
-    return {name: built(Scenario.create(framework, name, batch=1)).param_count() for name in models}
+def count_params(framework: str, models: list[str]) -> dict[str, dict[str, int]]:
+    """Builds each model in turn and returns the framework's own trainable and non-trainable counts."""
+    counts = {}
+    for name in models:
+        adapter = built(Scenario.create(framework, name, batch=1))
+        counts[name] = {"trainable": adapter.param_count(), "statistics": adapter.statistics_count()}
+    return counts
 
 
-def forward(scenario: Scenario, arrays_path: str, out_path: str) -> None:
-    """Parity: loads canonical weights and a batch, writes the output and the loss."""
+def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool) -> None:
+    """Parity: loads canonical weights and a batch (arrays `layer<i>_<name>`), writes the output, the loss and
+    the running statistics after the pass (`statistics<i>_<name>`)."""
     import numpy as np
 
     arrays = np.load(arrays_path)
@@ -227,8 +233,10 @@ def forward(scenario: Scenario, arrays_path: str, out_path: str) -> None:
             weights[int(index)][name] = arrays[key]
     adapter = built(scenario)
     adapter.set_weights(weights)
-    np.savez(out_path, output=adapter.forward(arrays["inputs"]),
-             loss=np.float64(adapter.loss(arrays["inputs"], arrays["targets"])))
+    output, loss = adapter.evaluate(arrays["inputs"], arrays["targets"], training)
+    statistics = {f"statistics{index}_{name}": value for index, layer in enumerate(adapter.statistics())
+                  for name, value in layer.items()}
+    np.savez(out_path, output=output, loss=np.float64(loss), **statistics)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("scenario_json")
     job.add_argument("arrays")
     job.add_argument("out")
+    job.add_argument("--training", action="store_true")
     job = jobs.add_parser("ahead")
     job.add_argument("scenario_json")
     job.add_argument("out")
@@ -256,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     scenario = Scenario.from_dict(json.loads(args.scenario_json))
     if args.job == "forward":
-        forward(scenario, args.arrays, args.out)
+        forward(scenario, args.arrays, args.out, args.training)
         return 0
     if args.job == "ahead":
         save_compiled(scenario, args.out)

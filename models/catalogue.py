@@ -5,7 +5,56 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, ReLU, SpecError
+from models.spec import (
+    INPUT,
+    Add,
+    AvgPool2D,
+    BatchNorm,
+    Concat,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    Layer,
+    MaxPool2D,
+    ModelSpec,
+    ReLU,
+    ReLU6,
+    SpecError,
+)
+
+
+class Graph:
+    """Builds a graph spec layer by layer: `add` appends one layer reading the given layers (by default the last
+    one added) and returns its index, so a builder reads like the net's forward pass."""
+
+    def __init__(self) -> None:
+        self.layers: list[Layer] = []
+        self.inputs: list[tuple[int, ...]] = []
+        self.names: list[str] = []
+        self.blocks: list[str] = []
+        self.block = ""
+
+    def add(self, layer: Layer, *sources: int, name: str = "") -> int:
+        self.inputs.append(sources or ((len(self.layers) - 1) if self.layers else INPUT,))
+        self.names.append(f"{self.block}.{name or layer.kind}{len(self.layers)}" if self.block
+                          else f"{name or layer.kind}{len(self.layers)}")
+        self.blocks.append(self.block)
+        self.layers.append(layer)
+        return len(self.layers) - 1
+
+    def conv_bn(self, filters: int, kernel: int, stride: int = 1, groups: int = 1, source: int | None = None,
+                activation: type | None = ReLU) -> int:
+        """Conv (no bias, torch's symmetric padding of kernel // 2), batch norm, then the activation if any."""
+        sources = () if source is None else (source,)
+        self.add(Conv2D(filters, kernel, stride, kernel // 2, bias=False, groups=groups), *sources)
+        last = self.add(BatchNorm())
+        return self.add(activation()) if activation else last
+
+    def spec(self, name: str, input_shape: tuple[int, ...], loss: str, description: str, batch: int) -> ModelSpec:
+        return ModelSpec(name, input_shape, tuple(self.layers), loss, default_batch=batch, description=description,
+                         inputs=tuple(self.inputs), names=tuple(self.names), blocks=tuple(self.blocks))
 
 
 def keras200m() -> ModelSpec:
@@ -68,11 +117,103 @@ def plain(depth: int) -> ModelSpec:
                      description=f"{depth} 3x3 convs of width 64 with ReLU on 32x32x3")
 
 
+def resnet50() -> ModelSpec:
+    """ResNet-50 v1.5 (torchvision's layout): bottlenecks 3, 4, 6, 3 with the stride on the 3x3 conv, convs without
+    bias, batch norm after every conv, a 1x1 projection where the shape changes."""
+    net = Graph()
+    x = net.conv_bn(64, 7, 2)
+    x = net.add(MaxPool2D(3, 2, padding=1))
+    channels = 64
+    for stage, (width, blocks, stride) in enumerate(((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)), start=1):
+        for block in range(blocks):
+            net.block = f"layer{stage}.{block}"
+            step = stride if block == 0 else 1
+            shortcut = x
+            if block == 0 and (step != 1 or channels != width * 4):
+                shortcut = net.conv_bn(width * 4, 1, step, source=x, activation=None)
+            y = net.conv_bn(width, 1, source=x)
+            y = net.conv_bn(width, 3, step)
+            y = net.conv_bn(width * 4, 1, activation=None)
+            x = net.add(ReLU(), net.add(Add(), y, shortcut))
+            channels = width * 4
+    net.block = ""
+    net.add(GlobalAvgPool(), x)
+    net.add(Dense(1000))
+    return net.spec("resnet50", (224, 224, 3), "cross_entropy", "ResNet-50 v1.5, 224x224x3, 1000 classes", batch=8)
+
+
+# torchvision's inverted-residual settings: expansion t, channels c, repeats n, first stride s
+MOBILENETV2_SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                        (6, 320, 1, 1))
+
+
+def mobilenetv2() -> ModelSpec:
+    """MobileNetV2 at width 1.0 (torchvision's layout): inverted residuals with depthwise 3x3 convs and ReLU6,
+    a linear bottleneck, dropout 0.2 before the classifier."""
+    net = Graph()
+    x = net.conv_bn(32, 3, 2, activation=ReLU6)
+    channels = 32
+    for stage, (expansion, width, repeats, stride) in enumerate(MOBILENETV2_SETTINGS, start=1):
+        for repeat in range(repeats):
+            net.block = f"features{stage}.{repeat}"
+            step = stride if repeat == 0 else 1
+            hidden = channels * expansion
+            y = net.conv_bn(hidden, 1, source=x, activation=ReLU6) if expansion != 1 else x
+            y = net.conv_bn(hidden, 3, step, groups=hidden, source=y, activation=ReLU6)
+            y = net.conv_bn(width, 1, activation=None)
+            x = net.add(Add(), x, y) if step == 1 and channels == width else y
+            channels = width
+    net.block = ""
+    net.conv_bn(1280, 1, source=x, activation=ReLU6)
+    net.add(GlobalAvgPool())
+    net.add(Dropout(0.2))
+    net.add(Dense(1000))
+    return net.spec("mobilenetv2", (224, 224, 3), "cross_entropy", "MobileNetV2 width 1.0, 224x224x3, 1000 classes",
+                    batch=8)
+
+
+def densenet121() -> ModelSpec:
+    """DenseNet-121 (torchvision's layout): dense blocks 6, 12, 24, 16 of BN-ReLU-conv1x1(4k)-BN-ReLU-conv3x3(k),
+    growth k = 32, each layer reading the concatenation of every earlier feature map of its block; transitions
+    halve the channels (BN-ReLU-conv1x1) and the size (2x2 average pool)."""
+    growth, net = 32, Graph()
+    net.conv_bn(64, 7, 2)
+    x = net.add(MaxPool2D(3, 2, padding=1))
+    channels = 64
+    for number, layers in enumerate((6, 12, 24, 16), start=1):
+        features = [x]
+        for layer in range(layers):
+            net.block = f"denseblock{number}.layer{layer + 1}"
+            joined = net.add(Concat(), *features) if len(features) > 1 else features[0]
+            net.add(BatchNorm(), joined)
+            net.add(ReLU())
+            net.add(Conv2D(4 * growth, 1, padding=0, bias=False))
+            net.add(BatchNorm())
+            net.add(ReLU())
+            features.append(net.add(Conv2D(growth, 3, padding=1, bias=False)))
+        channels += layers * growth
+        net.block = f"transition{number}" if number < 4 else ""
+        x = net.add(Concat(), *features)
+        net.add(BatchNorm())
+        x = net.add(ReLU())
+        if number < 4:
+            channels //= 2
+            net.add(Conv2D(channels, 1, padding=0, bias=False))
+            x = net.add(AvgPool2D(2))
+    net.block = ""
+    net.add(GlobalAvgPool(), x)
+    net.add(Dense(1000))
+    return net.spec("densenet121", (224, 224, 3), "cross_entropy", "DenseNet-121, 224x224x3, 1000 classes", batch=8)
+
+
 CATALOGUE: dict[str, Callable[[], ModelSpec]] = {
     "keras200m": keras200m,
     "keras-small": keras_small,
     "vgg16": vgg16,
     "heatmap68": heatmap68,
+    "resnet50": resnet50,
+    "mobilenetv2": mobilenetv2,
+    "densenet121": densenet121,
     "probe": probe,
 }
 FAMILIES = {"plain-N": (re.compile(r"plain-(\d+)"), plain)}

@@ -84,7 +84,7 @@ class Scenario:
     @property
     def unavailable(self) -> str | None:
         """Why this scenario's technique cannot run here, or None."""
-        return techniques.unavailable(self.framework, self.technique, self.kind, self.device)
+        return techniques.unavailable(self.framework, self.technique, self.kind, self.device, self.spec)
 
     @property
     def phases(self) -> tuple[str, ...]:

@@ -1,7 +1,9 @@
 """Framework-neutral model specs: pure data from which every framework builds the same net.
 
-Shapes exclude the batch axis and are channels-last (H, W, C) or flat (F,); this is the
-canonical layout. Weights are canonical too: conv kernels (kh, kw, in, out), dense (in, out).
+A spec is a graph of layers: each layer names its inputs (the model's input is called `input`); a layer
+that names none takes the layer before it, so a plain list is a chain. Shapes exclude the batch axis and
+are channels-last (H, W, C) or flat (F,); this is the canonical layout. Weights are canonical too: conv
+kernels (kh, kw, in / groups, out), dense (in, out), batch norm scale, offset, mean and variance (C,).
 Nothing here imports a framework, so the orchestrator and the estimate can use it anywhere.
 """
 
@@ -17,6 +19,8 @@ Shape = tuple[int, ...]
 
 LOSSES = ("mse", "cross_entropy")
 PADDINGS = ("same", "valid")
+MODEL_INPUT = "input"  # the name by which a layer takes the model's input
+INPUT = -1  # ... and its index among a layer's inputs
 
 
 class SpecError(ValueError):
@@ -29,17 +33,25 @@ def _positive(value: object, what: str) -> int:
     return value
 
 
+def _fraction(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise SpecError(f"{what} must be a number in [0, 1), got {value!r}")
+    return float(value)
+
+
 def _image(shape: Shape, layer: str) -> tuple[int, int, int]:
     if len(shape) != 3:
         raise SpecError(f"{layer} needs an image input (H, W, C), got shape {shape}")
     return shape  # type: ignore[return-value]
 
 
-def conv_output_size(size: int, kernel: int, stride: int, padding: str) -> int:
-    """Output length of a strided window, TensorFlow's rule (which JAX shares; torch is padded to match)."""
+def conv_output_size(size: int, kernel: int, stride: int, padding: str | int) -> int:
+    """Output length of a strided window: TensorFlow's rule for 'same'/'valid' (JAX shares it; torch is padded to
+    match), torch's for an explicit padding on both sides."""
     if padding == "same":
         return math.ceil(size / stride)
-    return (size - kernel) // stride + 1
+    pad = 0 if padding == "valid" else int(padding)
+    return (size + 2 * pad - kernel) // stride + 1
 
 
 def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
@@ -48,69 +60,154 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
+def _window_output(shape: Shape, kind: str, kernel: int, stride: int, padding: str | int) -> tuple[int, int]:
+    h, w, _ = _image(shape, kind)
+    out = tuple(conv_output_size(s, kernel, stride, padding) for s in (h, w))
+    if min(out) <= 0:
+        raise SpecError(f"{kind} with window {kernel} does not fit input {shape}")
+    return out  # type: ignore[return-value]
+
+
+class _OneInput:
+    """A layer of one input; its parameters and statistics are none unless it says otherwise."""
+
+    arity: ClassVar[tuple[int, int | None]] = (1, 1)
+
+    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {}
+
+    def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {}
+
+
 @dataclass(frozen=True)
-class Conv2D:
+class Conv2D(_OneInput):
+    """`groups` splits the channels (depthwise when it equals them); `padding` is 'same', 'valid' or pixels per side."""
+
     filters: int
     kernel: int = 3
     stride: int = 1
-    padding: str = "same"
+    padding: str | int = "same"
     bias: bool = True
+    groups: int = 1
     kind: ClassVar[str] = "conv2d"
 
     def __post_init__(self) -> None:
         _positive(self.filters, "conv2d.filters")
         _positive(self.kernel, "conv2d.kernel")
         _positive(self.stride, "conv2d.stride")
-        if self.padding not in PADDINGS:
-            raise SpecError(f"conv2d.padding must be one of {', '.join(PADDINGS)}, got {self.padding!r}")
+        _positive(self.groups, "conv2d.groups")
+        if not isinstance(self.bias, bool):
+            raise SpecError(f"conv2d.bias must be true or false, got {self.bias!r}")
+        explicit = isinstance(self.padding, int) and not isinstance(self.padding, bool) and self.padding >= 0
+        if self.padding not in PADDINGS and not explicit:
+            raise SpecError(f"conv2d.padding must be one of {', '.join(PADDINGS)} or pixels >= 0, got {self.padding!r}")
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.filters
 
     def output_shape(self, shape: Shape) -> Shape:
-        h, w, _ = _image(shape, self.kind)
-        out = tuple(conv_output_size(s, self.kernel, self.stride, self.padding) for s in (h, w))
-        if min(out) <= 0:
-            raise SpecError(f"conv2d with kernel {self.kernel} does not fit input {shape}")
-        return (*out, self.filters)
+        channels = _image(shape, self.kind)[2]
+        if channels % self.groups or self.filters % self.groups:
+            raise SpecError(f"conv2d groups {self.groups} must divide its {channels} input channels and its "
+                            f"{self.filters} filters")
+        return (*_window_output(shape, self.kind, self.kernel, self.stride, self.padding), self.filters)
 
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
         channels = _image(shape, self.kind)[2]
-        kernel = {"kernel": (self.kernel, self.kernel, channels, self.filters)}
+        kernel = {"kernel": (self.kernel, self.kernel, channels // self.groups, self.filters)}
         return kernel | ({"bias": (self.filters,)} if self.bias else {})
 
 
 @dataclass(frozen=True)
-class MaxPool2D:
+class MaxPool2D(_OneInput):
+    """`padding` pixels per side count as minus infinity (torch's rule): they never win the max."""
+
     pool: int = 2
     stride: int = 0  # 0 means "same as pool", Keras's and torch's default
+    padding: int = 0
     kind: ClassVar[str] = "maxpool2d"
 
     def __post_init__(self) -> None:
         _positive(self.pool, "maxpool2d.pool")
         if self.stride:
             _positive(self.stride, "maxpool2d.stride")
+        if isinstance(self.padding, bool) or not isinstance(self.padding, int) or not 0 <= self.padding <= self.pool // 2:
+            raise SpecError(f"maxpool2d.padding must be pixels from 0 to half the pool, got {self.padding!r}")
 
     @property
     def step(self) -> int:
         return self.stride or self.pool
 
     def output_shape(self, shape: Shape) -> Shape:
-        h, w, c = _image(shape, self.kind)
-        out = tuple(conv_output_size(s, self.pool, self.step, "valid") for s in (h, w))
-        if min(out) <= 0:
-            raise SpecError(f"maxpool2d of {self.pool} does not fit input {shape}")
-        return (*out, c)
-
-    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
-        return {}
+        return (*_window_output(shape, self.kind, self.pool, self.step, self.padding), shape[2])
 
 
 @dataclass(frozen=True)
-class Dense:
+class AvgPool2D(_OneInput):
+    pool: int = 2
+    stride: int = 0  # 0 means "same as pool"
+    kind: ClassVar[str] = "avgpool2d"
+
+    def __post_init__(self) -> None:
+        _positive(self.pool, "avgpool2d.pool")
+        if self.stride:
+            _positive(self.stride, "avgpool2d.stride")
+
+    @property
+    def step(self) -> int:
+        return self.stride or self.pool
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return (*_window_output(shape, self.kind, self.pool, self.step, "valid"), shape[2])
+
+
+@dataclass(frozen=True)
+class GlobalAvgPool(_OneInput):
+    """The mean over height and width: an image becomes one value per channel."""
+
+    kind: ClassVar[str] = "global_avg_pool"
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return (_image(shape, self.kind)[2],)
+
+
+@dataclass(frozen=True)
+class BatchNorm(_OneInput):
+    """Batch normalization over the channel axis, in torch's convention: `momentum` is the weight of the new batch's
+    statistic in the running one (Keras's momentum is 1 minus it); `epsilon` is added to the variance."""
+
+    epsilon: float = 1e-5
+    momentum: float = 0.1
+    kind: ClassVar[str] = "batchnorm"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or self.epsilon <= 0:
+            raise SpecError(f"batchnorm.epsilon must be a positive number, got {self.epsilon!r}")
+        if isinstance(self.momentum, bool) or not isinstance(self.momentum, (int, float)) or not 0 < self.momentum <= 1:
+            raise SpecError(f"batchnorm.momentum must be a number in (0, 1], got {self.momentum!r}")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {"scale": (shape[-1],), "offset": (shape[-1],)}
+
+    def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {"mean": (shape[-1],), "variance": (shape[-1],)}
+
+
+@dataclass(frozen=True)
+class Dense(_OneInput):
     units: int
     bias: bool = True
     kind: ClassVar[str] = "dense"
 
     def __post_init__(self) -> None:
         _positive(self.units, "dense.units")
+        if not isinstance(self.bias, bool):
+            raise SpecError(f"dense.bias must be true or false, got {self.bias!r}")
 
     def output_shape(self, shape: Shape) -> Shape:
         if len(shape) != 1:
@@ -123,7 +220,21 @@ class Dense:
 
 
 @dataclass(frozen=True)
-class Flatten:
+class Dropout(_OneInput):
+    """Zeroes `rate` of the values in training (the rest scaled by 1 / (1 - rate)); the identity in inference."""
+
+    rate: float = 0.5
+    kind: ClassVar[str] = "dropout"
+
+    def __post_init__(self) -> None:
+        _fraction(self.rate, "dropout.rate")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+
+@dataclass(frozen=True)
+class Flatten(_OneInput):
     """Flattens in channels-last order; frameworks that compute channels-first permute first."""
 
     kind: ClassVar[str] = "flatten"
@@ -131,48 +242,115 @@ class Flatten:
     def output_shape(self, shape: Shape) -> Shape:
         return (math.prod(shape),)
 
-    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
-        return {}
-
 
 @dataclass(frozen=True)
-class ReLU:
+class ReLU(_OneInput):
     kind: ClassVar[str] = "relu"
 
     def output_shape(self, shape: Shape) -> Shape:
         return shape
 
+
+@dataclass(frozen=True)
+class ReLU6(_OneInput):
+    kind: ClassVar[str] = "relu6"
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+
+class _Merge:
+    """A layer of two or more inputs and no weights."""
+
+    arity: ClassVar[tuple[int, int | None]] = (2, None)
+
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
         return {}
 
+    def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {}
 
-Layer = Conv2D | MaxPool2D | Dense | Flatten | ReLU
-LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (Conv2D, MaxPool2D, Dense, Flatten, ReLU)}
+
+@dataclass(frozen=True)
+class Add(_Merge):
+    """The element-wise sum of same-shaped inputs: a residual connection."""
+
+    kind: ClassVar[str] = "add"
+
+    def output_shape(self, *shapes: Shape) -> Shape:
+        if len(set(shapes)) != 1:
+            raise SpecError(f"add needs inputs of one shape, got {', '.join(map(str, shapes))}")
+        return shapes[0]
+
+
+@dataclass(frozen=True)
+class Concat(_Merge):
+    """Joins inputs along the channel (last) axis, in the order named; the other axes must agree."""
+
+    kind: ClassVar[str] = "concat"
+
+    def output_shape(self, *shapes: Shape) -> Shape:
+        if len({shape[:-1] for shape in shapes}) != 1:
+            raise SpecError(f"concat needs inputs that differ only in channels, got {', '.join(map(str, shapes))}")
+        return (*shapes[0][:-1], sum(shape[-1] for shape in shapes))
+
+
+Layer = Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | Add | Concat
+LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm,
+                                                          Dense, Dropout, Flatten, ReLU, ReLU6, Add, Concat)}
+NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
 
 
 @dataclass(frozen=True)
 class LayerShapes:
-    """One layer with the shapes it sees, so adapters and estimates never re-derive them."""
+    """One layer with the shapes it sees, so adapters and estimates never re-derive them.
+
+    `inputs` are indices of earlier layers, INPUT (-1) for the model's input; `params` are trainable,
+    `statistics` are state the layer updates itself (batch norm's running mean and variance)."""
 
     index: int
     layer: Layer
-    input_shape: Shape
+    name: str
+    block: str
+    inputs: tuple[int, ...]
+    input_shapes: tuple[Shape, ...]
     output_shape: Shape
     params: dict[str, Shape]
+    statistics: dict[str, Shape]
+
+    @property
+    def input_shape(self) -> Shape:
+        return self.input_shapes[0]
 
     @property
     def param_count(self) -> int:
         return sum(math.prod(s) for s in self.params.values())
 
+    @property
+    def statistics_count(self) -> int:
+        return sum(math.prod(s) for s in self.statistics.values())
+
+    @property
+    def weights(self) -> dict[str, Shape]:
+        """Every array the layer holds, in the order the canonical weights list them."""
+        return self.params | self.statistics
+
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """`inputs[i]` are the indices layer i reads (INPUT for the model's input), in topological order; None is a
+    chain. The last layer is the output; `names` and `blocks` (a label a block-wise technique cuts at) are
+    optional."""
+
     name: str
     input_shape: Shape
     layers: tuple[Layer, ...]
     loss: str
     default_batch: int = 1
     description: str = ""
+    inputs: tuple[tuple[int, ...], ...] | None = None
+    names: tuple[str, ...] | None = None
+    blocks: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -186,18 +364,70 @@ class ModelSpec:
         if self.loss not in LOSSES:
             raise SpecError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
         _positive(self.default_batch, "default_batch")
+        for extra, what in ((self.inputs, "inputs"), (self.names, "names"), (self.blocks, "blocks")):
+            if extra is not None and len(extra) != len(self.layers):
+                raise SpecError(f"spec {what} must name one entry per layer")
+        if self.names is not None and len(set(self.names)) != len(self.names):
+            raise SpecError("layer names must be unique")
+        self._check_graph()
         out = self.walk()[-1].output_shape
         if self.loss == "cross_entropy" and len(out) != 1:
             raise SpecError(f"cross_entropy needs a flat output of class scores, got shape {out}")
 
-    def walk(self) -> list[LayerShapes]:
-        """Every layer with its input, output and parameter shapes (raises SpecError on a mismatch)."""
-        result, shape = [], self.input_shape
+    def layer_name(self, index: int) -> str:
+        return self.names[index] if self.names else f"layer{index}"
+
+    def layer_inputs(self, index: int) -> tuple[int, ...]:
+        return self.inputs[index] if self.inputs is not None else (index - 1 if index else INPUT,)
+
+    def _check_graph(self) -> None:
+        """Inputs come before their reader and each layer's count fits its type; every layer feeds the output."""
         for index, layer in enumerate(self.layers):
-            out = layer.output_shape(shape)
-            result.append(LayerShapes(index, layer, shape, out, layer.param_shapes(shape)))
-            shape = out
+            sources = self.layer_inputs(index)
+            least, most = layer.arity
+            where = f"layer {self.layer_name(index)!r} ({layer.kind})"
+            if len(sources) < least or (most is not None and len(sources) > most):
+                wanted = "one input" if most == 1 else f"at least {least} inputs"
+                raise SpecError(f"{where} takes {wanted}, got {len(sources)}")
+            if any(not INPUT <= source < index for source in sources):
+                raise SpecError(f"{where} reads a layer that does not come before it")
+        needed, pending = {len(self.layers) - 1}, [len(self.layers) - 1]
+        while pending:
+            for source in self.layer_inputs(pending.pop()):
+                if source != INPUT and source not in needed:
+                    needed.add(source)
+                    pending.append(source)
+        unused = [self.layer_name(index) for index in range(len(self.layers)) if index not in needed]
+        if unused:
+            raise SpecError(f"layer {unused[0]!r} feeds no output (the output is the last layer, "
+                            f"{self.layer_name(len(self.layers) - 1)!r})")
+
+    def walk(self) -> list[LayerShapes]:
+        """Every layer with its input, output and parameter shapes (raises SpecError naming the layer on a mismatch)."""
+        result: list[LayerShapes] = []
+        for index, layer in enumerate(self.layers):
+            sources = self.layer_inputs(index)
+            shapes = tuple(self.input_shape if source == INPUT else result[source].output_shape for source in sources)
+            try:
+                out = layer.output_shape(*shapes)
+                params, statistics = layer.param_shapes(shapes[0]), layer.statistics_shapes(shapes[0])
+            except SpecError as error:
+                raise SpecError(f"layer {self.layer_name(index)!r}: {error}") from error
+            result.append(LayerShapes(index, layer, self.layer_name(index), self.blocks[index] if self.blocks else "",
+                                      sources, shapes, out, params, statistics))
         return result
+
+    def consumers(self) -> dict[int, list[int]]:
+        """The layers that read each layer's output (and INPUT's), in order."""
+        readers: dict[int, list[int]] = {INPUT: []} | {index: [] for index in range(len(self.layers))}
+        for index in range(len(self.layers)):
+            for source in self.layer_inputs(index):
+                readers[source].append(index)
+        return readers
+
+    @property
+    def is_chain(self) -> bool:
+        return self.inputs is None
 
     @property
     def output_shape(self) -> Shape:
@@ -205,19 +435,40 @@ class ModelSpec:
 
     @property
     def param_count(self) -> int:
+        """Trainable values: what torch's parameters() and Keras's trainable weights count."""
         return sum(step.param_count for step in self.walk())
 
+    @property
+    def statistics_count(self) -> int:
+        """Non-trainable state (batch norm's running statistics): torch's buffers, Keras's non-trainable weights."""
+        return sum(step.statistics_count for step in self.walk())
+
     def weight_bytes(self, bytes_per_value: int = 4) -> int:
+        """The trainable weights' bytes (what gradients and optimizer state are sized by)."""
         return self.param_count * bytes_per_value
 
+    def statistics_bytes(self, bytes_per_value: int = 4) -> int:
+        return self.statistics_count * bytes_per_value
+
     def to_dict(self) -> dict:
+        layers = []
+        for index, layer in enumerate(self.layers):
+            entry = {"type": layer.kind} | _layer_fields(layer)
+            if not self.is_chain or self.names:
+                entry["name"] = self.layer_name(index)
+            if not self.is_chain:
+                entry["inputs"] = [MODEL_INPUT if source == INPUT else self.layer_name(source)
+                                   for source in self.layer_inputs(index)]
+            if self.blocks and self.blocks[index]:
+                entry["block"] = self.blocks[index]
+            layers.append(entry)
         return {
             "name": self.name,
             "input_shape": list(self.input_shape),
             "loss": self.loss,
             "default_batch": self.default_batch,
             "description": self.description,
-            "layers": [{"type": layer.kind} | _layer_fields(layer) for layer in self.layers],
+            "layers": layers,
         }
 
     @classmethod
@@ -231,14 +482,75 @@ class ModelSpec:
             raise SpecError(f"spec is missing {', '.join(missing)}")
         if not isinstance(data["layers"], list) or not isinstance(data["input_shape"], list):
             raise SpecError("spec 'layers' and 'input_shape' must be lists")
+        if not all(isinstance(entry, dict) and "type" in entry for entry in data["layers"]):
+            raise SpecError("each layer must be an object with a 'type'")
+        entries = _topological(data["layers"])
+        graph = any("inputs" in entry for entry in entries)
+        names = tuple(entry.get("name", f"layer{index}") for index, entry in enumerate(entries))
+        index_of = {name: index for index, name in enumerate(names)} | {MODEL_INPUT: INPUT}
+        blocks = tuple(str(entry.get("block", "")) for entry in entries)
         return cls(
             name=str(data["name"]),
             input_shape=tuple(data["input_shape"]),
-            layers=tuple(_layer_from_dict(entry) for entry in data["layers"]),
+            layers=tuple(_layer_from_dict(entry) for entry in entries),
             loss=data["loss"],
             default_batch=data.get("default_batch", 1),
             description=str(data.get("description", "")),
+            inputs=tuple(tuple(index_of[name] for name in _input_names(entries, index)) for index in range(len(entries)))
+            if graph else None,
+            names=names if any("name" in entry for entry in entries) else None,
+            blocks=blocks if any(blocks) else None,
         )
+
+
+def _input_names(entries: list[dict], index: int) -> list[str]:
+    """A layer's inputs as written, or the layer before it (the model's input for the first)."""
+    if "inputs" in entries[index]:
+        return entries[index]["inputs"]
+    return [entries[index - 1].get("name", f"layer{index - 1}") if index else MODEL_INPUT]
+
+
+def _topological(entries: list[dict]) -> list[dict]:
+    """The layers in an order where each comes after its inputs, as close to the written one as that allows.
+
+    Checks what only names can show: names that are unique strings, inputs that exist, no cycle."""
+    names = [entry.get("name", f"layer{index}") for index, entry in enumerate(entries)]
+    for index, (entry, name) in enumerate(zip(entries, names, strict=True)):
+        if not isinstance(name, str) or not name or name == MODEL_INPUT:
+            raise SpecError(f"layer {index}: name must be a non-empty string other than {MODEL_INPUT!r}, got {name!r}")
+        inputs = entry.get("inputs", [])
+        if not isinstance(inputs, list) or not all(isinstance(source, str) for source in inputs):
+            raise SpecError(f"layer {name!r}: inputs must be a list of layer names, got {inputs!r}")
+    duplicate = next((name for index, name in enumerate(names) if name in names[:index]), None)
+    if duplicate is not None:
+        raise SpecError(f"layer name {duplicate!r} is used twice")
+    position = {name: index for index, name in enumerate(names)}
+    for index, entry in enumerate(entries):
+        for source in _input_names(entries, index):
+            if source != MODEL_INPUT and source not in position:
+                raise SpecError(f"layer {names[index]!r}: unknown input {source!r}")
+    order, state = [], {}  # state: 1 while visiting (on the path), 2 when placed
+
+    def place(index: int, path: list[str]) -> None:
+        if state.get(index) == 2:
+            return
+        if state.get(index) == 1:
+            cycle = path[path.index(names[index]):] + [names[index]]
+            raise SpecError(f"layer {names[index]!r} is in a cycle: {' -> '.join(cycle)}")
+        state[index] = 1
+        for source in _input_names(entries, index):
+            if source != MODEL_INPUT:
+                place(position[source], [*path, names[index]])
+        state[index] = 2
+        order.append(index)
+
+    for index in range(len(entries)):
+        place(index, [])
+    placed = [entries[index] for index in order]
+    if order != list(range(len(entries))):  # reordered: a chain link (no 'inputs') must keep its written input
+        placed = [entry if "inputs" in entry else entry | {"inputs": _input_names(entries, index)}
+                  for entry, index in zip(placed, order, strict=True)]
+    return placed
 
 
 def _layer_fields(layer: Layer) -> dict:
@@ -251,19 +563,23 @@ def _reject_unknown(data: dict, allowed: set[str], what: str) -> None:
         raise SpecError(f"unknown {what} key(s) {', '.join(unknown)}; valid: {', '.join(sorted(allowed))}")
 
 
-def _layer_from_dict(entry: object) -> Layer:
-    if not isinstance(entry, dict) or "type" not in entry:
-        raise SpecError("each layer must be an object with a 'type'")
+def _layer_from_dict(entry: dict) -> Layer:
     cls = LAYER_TYPES.get(entry["type"])
+    where = f"layer {entry['name']!r}: " if "name" in entry else ""
     if cls is None:
-        raise SpecError(f"unknown layer type {entry['type']!r}; valid: {', '.join(LAYER_TYPES)}")
-    options = {key: value for key, value in entry.items() if key != "type"}
-    _reject_unknown(options, {f.name for f in fields(cls)}, f"{cls.kind}")
-    return cls(**options)
+        raise SpecError(f"{where}unknown layer type {entry['type']!r}; valid: {', '.join(LAYER_TYPES)}")
+    options = {key: value for key, value in entry.items() if key not in ("type", *NODE_KEYS)}
+    try:
+        _reject_unknown(options, {f.name for f in fields(cls)}, f"{cls.kind}")
+        return cls(**options)
+    except SpecError as error:
+        raise SpecError(f"{where}{error}") from error
+    except TypeError as error:  # a required option missing
+        raise SpecError(f"{where}{cls.kind}: {error}") from error
 
 
 def load_spec_file(path: str | Path) -> ModelSpec:
-    """Reads a user's spec; every failure becomes a one-line SpecError."""
+    """Reads a user's spec; every failure becomes a one-line SpecError naming the file."""
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -272,5 +588,5 @@ def load_spec_file(path: str | Path) -> ModelSpec:
         raise SpecError(f"spec file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
     try:
         return ModelSpec.from_dict(data)
-    except TypeError as exc:  # a wrongly typed field reaching a dataclass
+    except (SpecError, TypeError) as exc:  # TypeError: a wrongly typed field reaching a dataclass
         raise SpecError(f"spec file {path}: {exc}") from exc

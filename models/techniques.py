@@ -7,11 +7,20 @@ thing, the scenario is recorded as unavailable with the reason below, never run 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from models.spec import ModelSpec
 
 TECHNIQUES = {
     "none": "the baseline",
-    "inplace": "in-place activations",
-    "checkpoint": "gradient checkpointing: every segment of sqrt(N) layers recomputed in the backward pass",
+    "inplace": "in-place activations (where nothing else reads the activation's input)",
+    "checkpoint": "gradient checkpointing: each block the spec names (a residual or dense block), or else every "
+                  "segment of sqrt(N) layers, recomputed in the backward pass",
+    "bnrelu": "batch norm and ReLU recomputed in the backward pass from the conv output before them: each "
+              "BN-ReLU pair checkpointed with the conv that reads it, so only conv outputs are kept",
+    "efficient": "DenseNet's memory-efficient bottleneck: each dense layer's concatenation, batch norm, ReLU and "
+                 "1x1 conv recomputed in the backward pass, so the concatenations are never kept",
     "fp16": "mixed precision fp16 with loss scaling (fp32 master weights)",
     "bf16": "mixed precision bf16 (fp32 master weights)",
     "accumulate": "gradient accumulation over micro-batches",
@@ -20,7 +29,10 @@ TECHNIQUES = {
 }
 ACCUMULATION_STEPS = 4
 HALF_PRECISION = {"fp16": 2, "bf16": 2}
-TRAIN_ONLY = ("checkpoint", "fp16", "bf16", "accumulate", "empty_cache")
+TRAIN_ONLY = ("checkpoint", "bnrelu", "efficient", "fp16", "bf16", "accumulate", "empty_cache")
+RECOMPUTING = ("checkpoint", "bnrelu", "efficient")  # the techniques that recompute segments (see `segments`)
+ACCUMULATE_WITH_BATCH_NORM = ("batch norm normalizes each micro-batch by its own statistics and updates the running "
+                              "statistics once per micro-batch: the arithmetic is not the full batch's")
 INFER_ONLY = ("tracked",)
 LOSS_SCALE = 2.0**10  # JAX has no loss-scale helper in optax: a static scale, as the mixed-precision guides show
 
@@ -40,8 +52,8 @@ UNAVAILABLE = {
 }
 
 
-def unavailable(framework: str, technique: str, kind: str, device: str) -> str | None:
-    """Why a technique cannot run in this framework, scenario kind and device; None where it can."""
+def unavailable(framework: str, technique: str, kind: str, device: str, spec: ModelSpec | None = None) -> str | None:
+    """Why a technique cannot run in this framework, scenario kind, device and net; None where it can."""
     if technique in TRAIN_ONLY and kind != "train":
         return f"{technique} applies to training only"
     if technique in INFER_ONLY and kind != "infer":
@@ -50,10 +62,63 @@ def unavailable(framework: str, technique: str, kind: str, device: str) -> str |
         return UNAVAILABLE[(framework, technique)]
     if technique == "empty_cache" and device != "cuda":
         return "there is no device allocator cache on the CPU (torch.cuda.empty_cache has nothing to free)"
+    if spec is not None and technique in ("bnrelu", "efficient") and not segments(spec, technique):
+        return NOTHING_TO_RECOMPUTE[technique]
     return None
 
 
-def segments(layer_count: int) -> list[range]:
-    """Checkpoint segments: consecutive runs of ceil(sqrt(N)) layers, every one recomputed in the backward pass."""
-    size = math.ceil(math.sqrt(layer_count))
-    return [range(start, min(start + size, layer_count)) for start in range(0, layer_count, size)]
+NOTHING_TO_RECOMPUTE = {"bnrelu": "the net has no batch norm followed by a ReLU",
+                        "efficient": "the net has no concatenation feeding a batch norm, ReLU and conv (a dense layer)"}
+
+
+def segments(spec: ModelSpec, technique: str = "checkpoint") -> list[range]:
+    """The runs of consecutive layers a technique recomputes in the backward pass; layers outside run as usual.
+
+    checkpoint: the spec's blocks where it names them, else runs of ceil(sqrt(N)) layers; bnrelu: a batch norm,
+    the ReLU that alone reads it and the conv that alone reads that (without the conv, the conv's saved input is
+    the ReLU's output and nothing is saved); efficient: a concatenation and the batch norm, ReLU and conv after it.
+    """
+    count, readers = len(spec.layers), spec.consumers()
+    if technique == "checkpoint" and spec.blocks:
+        runs: list[range] = []
+        for index, block in enumerate(spec.blocks):
+            if block and runs and spec.blocks[runs[-1].start] == block and runs[-1].stop == index:
+                runs[-1] = range(runs[-1].start, index + 1)
+            elif block:
+                runs.append(range(index, index + 1))
+        return runs
+    if technique == "checkpoint":
+        size = math.ceil(math.sqrt(count))
+        return [range(start, min(start + size, count)) for start in range(0, count, size)]
+    pattern = {"bnrelu": ("batchnorm", ("relu", "relu6"), "conv2d"),
+               "efficient": ("concat", "batchnorm", ("relu", "relu6"), "conv2d")}.get(technique, ())
+    runs = []
+    for start in range(count):
+        length = 0
+        while length < len(pattern) and start + length < count and \
+                spec.layers[start + length].kind in pattern[length] and \
+                (length == 0 or readers[start + length - 1] == [start + length]):
+            length += 1
+        if length == len(pattern) and not (runs and runs[-1].stop > start):
+            runs.append(range(start, start + length))
+    return runs
+
+
+def boundary(spec: ModelSpec, run: range) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """What a recomputed run reads from outside (layer indices, -1 for the model's input) and what of it is read
+    after it (the last layer counts as read: it is the output)."""
+    sources = tuple(dict.fromkeys(source for index in run for source in spec.layer_inputs(index) if source not in run))
+    readers = spec.consumers()
+    outputs = tuple(index for index in run if index == len(spec.layers) - 1
+                    or any(reader not in run for reader in readers[index]))
+    return sources, outputs
+
+
+def in_place(spec: ModelSpec, technique: str) -> set[int]:
+    """The activation layers run in place: with the inplace technique, those whose input nothing else reads."""
+    if technique != "inplace":
+        return set()
+    readers = spec.consumers()
+    return {index for index, layer in enumerate(spec.layers) if layer.kind in ("relu", "relu6")
+            and all(readers[source] == [index] for source in spec.layer_inputs(index) if source >= 0)
+            and spec.layer_inputs(index) != (-1,)}

@@ -50,10 +50,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    print(f"{'model':<12} {'parameters':>13} {'fp32 weights':>14}  input -> output  loss")
+    print(f"{'model':<12} {'trainable':>13} {'statistics':>11} {'fp32 weights':>14}  layers  input -> output  loss")
     for spec in listed_models():
         shapes = f"{'x'.join(map(str, spec.input_shape))} -> {'x'.join(map(str, spec.output_shape))}"
-        print(f"{spec.name:<12} {spec.param_count:>13,} {spec.weight_bytes() / 1e6:>11.1f} MB  {shapes}  {spec.loss}")
+        weights = (spec.weight_bytes() + spec.statistics_bytes()) / 1e6
+        print(f"{spec.name:<12} {spec.param_count:>13,} {spec.statistics_count:>11,} {weights:>11.1f} MB  "
+              f"{len(spec.layers):>6}  {shapes}  {spec.loss}")
     print("plain-N: the plain family for any depth N (plain-8 shown)")
     return 0
 
@@ -65,7 +67,7 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.batch is not None and args.batch <= 0:
         raise SpecError(f"batch must be a positive integer, got {args.batch}")
     resolved = device.resolve(args.device)
-    reason = unavailable(args.framework or "any", args.technique, args.scenario, resolved)
+    reason = unavailable(args.framework or "any", args.technique, args.scenario, resolved, spec)
     if reason:
         raise SpecError(f"technique {args.technique}: {reason}")
     if args.technique == "accumulate" and (args.batch or spec.default_batch) % ACCUMULATION_STEPS:
