@@ -10,11 +10,11 @@ memory plan of each executable is in the record too.
 
 from __future__ import annotations
 
-import functools
 import pickle
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from frameworks import graph
 from frameworks.adapter import Adapter, init_bound
 from models import techniques
 from models.record import (
@@ -26,7 +26,21 @@ from models.record import (
     counter,
 )
 from models.scenario import OPTIMIZER_SETTINGS
-from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
+from models.spec import (
+    Add,
+    AvgPool2D,
+    BatchNorm,
+    Concat,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    Layer,
+    MaxPool2D,
+    ReLU,
+    ReLU6,
+)
 
 if TYPE_CHECKING:
     import jax
@@ -35,6 +49,7 @@ if TYPE_CHECKING:
 
 Params = list[dict[str, "jax.Array"]]
 POOL_STATISTICS = ("pool_bytes", "peak_pool_bytes")  # the BFC pool's size, where this jaxlib reports it
+CONV_OUTPUT = "conv_output"  # the name bnrelu's checkpoint policy saves
 
 
 class JaxAdapter(Adapter):
@@ -49,9 +64,10 @@ class JaxAdapter(Adapter):
         return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
     def import_framework(self) -> dict[str, str]:
-        global jax, optax
+        global jax, optax, checkpoint_name
         import jax
         import optax
+        from jax.ad_checkpoint import checkpoint_name
 
         return {"jax": jax.__version__, "jaxlib": metadata.version("jaxlib"), "optax": optax.__version__}
 
@@ -64,49 +80,67 @@ class JaxAdapter(Adapter):
         jax.device_put(0.0, self.device).block_until_ready()
         return f"{self.device.platform}: {self.device.device_kind}"
 
-    def apply(self, params: Params, inputs: jax.Array) -> jax.Array:
-        """The net; with the checkpoint technique each segment of sqrt(N) layers is a jax.checkpoint."""
-        if self.scenario.technique != "checkpoint":
-            return self._run(self.spec.layers, params, inputs)
-        x = inputs
-        for segment in techniques.segments(len(self.spec.layers)):
-            layers = tuple(self.spec.layers[i] for i in segment)
-            x = jax.checkpoint(functools.partial(self._run, layers))([params[i] for i in segment], x)
-        return x
+    def apply(self, params: Params, state: Params, inputs: jax.Array, training: bool = False,
+              key: jax.Array | None = None) -> tuple[jax.Array, Params]:
+        """The net and the running statistics after it (they move in training only). The runs a technique recomputes
+        are each a jax.checkpoint; bnrelu is one jax.checkpoint over the net whose policy saves only conv outputs."""
+        if self.scenario.technique == "bnrelu" and training:
+            policy = jax.checkpoint_policies.save_only_these_names(CONV_OUTPUT)
+            return jax.checkpoint(self._apply, policy=policy, static_argnums=(3,))(params, state, inputs, True, key)
+        return self._apply(params, state, inputs, training, key)
 
-    @staticmethod
-    def _run(layers: tuple, params: Params, inputs: jax.Array) -> jax.Array:
-        x = inputs
-        for layer, weights in zip(layers, params, strict=True):
-            if isinstance(layer, Conv2D):
-                x = jax.lax.conv_general_dilated(x, weights["kernel"], (layer.stride,) * 2, layer.padding.upper(),
-                                                 dimension_numbers=("NHWC", "HWIO", "NHWC"))
-            elif isinstance(layer, Dense):
-                x = x @ weights["kernel"]
-            elif isinstance(layer, MaxPool2D):
-                window = (1, layer.pool, layer.pool, 1)
-                x = jax.lax.reduce_window(x, -jax.numpy.inf, jax.lax.max, window, (1, layer.step, layer.step, 1),
-                                          "VALID")
-            elif isinstance(layer, Flatten):
-                x = x.reshape(x.shape[0], -1)
-            elif isinstance(layer, ReLU):
-                x = jax.nn.relu(x)
-            if "bias" in weights:
-                x = x + weights["bias"]
-        return x
+    def _apply(self, params: Params, state: Params, inputs: jax.Array, training: bool,
+               key: jax.Array | None) -> tuple[jax.Array, Params]:
+        new_state = list(state)
 
-    def loss_of(self, params: Params, inputs: jax.Array, targets: jax.Array) -> jax.Array:
+        def call(index: int, values: list[jax.Array]) -> jax.Array:
+            out, statistics = _layer(self.spec.layers[index], params[index], state[index], values, training,
+                                     jax.random.fold_in(key, index) if key is not None else None)
+            if statistics is not None:
+                new_state[index] = statistics
+            return out
+
+        def recompute(stage: graph.Stage, values: list[jax.Array]) -> list[jax.Array]:
+            def body(run_params: dict, run_state: dict, run_key: jax.Array | None, *tensors: jax.Array) -> tuple:
+                collected: dict[int, dict] = {}
+
+                def inner(index: int, ins: list[jax.Array]) -> jax.Array:
+                    out, statistics = _layer(self.spec.layers[index], run_params[index], run_state[index], ins,
+                                             training, jax.random.fold_in(run_key, index) if run_key is not None
+                                             else None)
+                    if statistics is not None:
+                        collected[index] = statistics
+                    return out
+
+                return graph.run_inside(self.spec, stage, list(tensors), inner), collected
+
+            outs, collected = jax.checkpoint(body)({i: params[i] for i in stage.layers},
+                                                   {i: state[i] for i in stage.layers}, key, *values)
+            for index, statistics in collected.items():
+                new_state[index] = statistics
+            return outs
+
+        out = graph.run_stages(self.spec, graph.stages(self.spec, self.scenario.technique), inputs, call, recompute)
+        return out, new_state
+
+    def loss_of(self, params: Params, state: Params, inputs: jax.Array, targets: jax.Array, training: bool = True,
+                key: jax.Array | None = None) -> tuple[jax.Array, tuple[jax.Array, Params]]:
+        """The loss, with the output and the new running statistics beside it."""
         half = {"fp16": jax.numpy.float16, "bf16": jax.numpy.bfloat16}.get(self.scenario.technique)
         if half:  # mixed precision: fp32 master weights, cast for the computation, the loss in fp32
-            params, inputs = jax.tree.map(lambda array: array.astype(half), (params, inputs))
-        out = self.apply(params, inputs).astype(jax.numpy.float32)
+            params, state, inputs = jax.tree.map(lambda array: array.astype(half), (params, state, inputs))
+        out, new_state = self.apply(params, state, inputs, training, key)
+        out = out.astype(jax.numpy.float32)
+        new_state = jax.tree.map(lambda array: array.astype(jax.numpy.float32), new_state)
         if self.spec.loss == "mse":
-            return jax.numpy.mean((out - targets) ** 2)
-        return optax.softmax_cross_entropy_with_integer_labels(out, targets).mean()
+            return jax.numpy.mean((out - targets) ** 2), (out, new_state)
+        return optax.softmax_cross_entropy_with_integer_labels(out, targets).mean(), (out, new_state)
 
-    def _scaled_loss(self, params: Params, inputs: jax.Array, targets: jax.Array) -> jax.Array:
+    def _scaled_loss(self, params: Params, state: Params, inputs: jax.Array, targets: jax.Array,
+                     key: jax.Array) -> tuple[jax.Array, Params]:
         """fp16 needs loss scaling so small gradients survive; the gradients are unscaled after."""
-        return self.loss_of(params, inputs, targets) * self._loss_scale
+        loss, (_, new_state) = self.loss_of(params, state, inputs, targets, True, key)
+        return loss * self._loss_scale, new_state
 
     @property
     def _loss_scale(self) -> float:
@@ -122,7 +156,7 @@ class JaxAdapter(Adapter):
 
     def build(self) -> None:
         keys = iter(jax.random.split(jax.random.key(0), len(self.spec.layers) + 2))
-        self.params = []
+        self.params, self.state = [], []
         for step in self.spec.walk():
             key, weights = next(keys), {}
             if "kernel" in step.params:
@@ -130,16 +164,25 @@ class JaxAdapter(Adapter):
                 weights["kernel"] = jax.random.uniform(key, step.params["kernel"], minval=-bound, maxval=bound)
             if "bias" in step.params:
                 weights["bias"] = jax.numpy.zeros(step.params["bias"])
+            if "scale" in step.params:  # batch norm starts at scale 1, offset 0, mean 0, variance 1 everywhere
+                weights |= {"scale": jax.numpy.ones(step.params["scale"]),
+                            "offset": jax.numpy.zeros(step.params["offset"])}
             self.params.append(weights)
+            self.state.append({name: (jax.numpy.zeros if name == "mean" else jax.numpy.ones)(shape)
+                               for name, shape in step.statistics.items()})
         self.inputs = jax.random.normal(next(keys), self.input_shape)
         if self.spec.loss == "cross_entropy":
             self.targets = jax.random.randint(next(keys), self.target_shape, 0, self.classes)
         else:
             self.targets = jax.random.normal(next(keys), self.target_shape)
+        self.key = jax.random.PRNGKey(1)  # dropout's; a raw uint32 key, so the compiled step serializes
         self.synchronize()
 
     def param_count(self) -> int:
         return sum(leaf.size for leaf in jax.tree.leaves(self.params))
+
+    def statistics_count(self) -> int:
+        return sum(leaf.size for leaf in jax.tree.leaves(self.state))
 
     def _optimizer(self) -> optax.GradientTransformation:
         settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
@@ -154,18 +197,24 @@ class JaxAdapter(Adapter):
 
     def _compile(self) -> dict[str, jax.stages.Compiled]:
         """Lowers and compiles the forward pass and, for training, the step (optimizer state made first)."""
-        executables = {"forward": jax.jit(self.apply).lower(self.params, self.inputs).compile()}
+        def forward(params: Params, state: Params, inputs: jax.Array) -> jax.Array:
+            return self.apply(params, state, inputs)[0]
+
+        executables = {"forward": jax.jit(forward).lower(self.params, self.state, self.inputs).compile()}
         if self.scenario.kind == "train":
             optimizer = self._optimizer()
 
-            def step(params: Params, opt_state: object, inputs: jax.Array, targets: jax.Array) -> tuple:
-                loss, grads = jax.value_and_grad(self._scaled_loss)(params, inputs, targets)
+            def step(params: Params, state: Params, opt_state: object, inputs: jax.Array, targets: jax.Array,
+                     key: jax.Array) -> tuple:
+                (loss, state), grads = jax.value_and_grad(self._scaled_loss, has_aux=True)(params, state, inputs,
+                                                                                           targets, key)
                 grads = jax.tree.map(lambda grad: grad / self._loss_scale, grads)
                 updates, opt_state = optimizer.update(grads, opt_state, params)
-                return optax.apply_updates(params, updates), opt_state, loss / self._loss_scale
+                return optax.apply_updates(params, updates), state, opt_state, loss / self._loss_scale
 
-            executables["train_step"] = jax.jit(step, donate_argnums=(0, 1)).lower(
-                self.params, self.opt_state, self._split(self.inputs)[0], self._split(self.targets)[0]).compile()
+            executables["train_step"] = jax.jit(step, donate_argnums=(0, 1, 2)).lower(
+                self.params, self.state, self.opt_state, self._split(self.inputs)[0], self._split(self.targets)[0],
+                self.key).compile()
         return executables
 
     def compile(self) -> dict[str, object]:
@@ -206,17 +255,20 @@ class JaxAdapter(Adapter):
     def train_step(self) -> dict[str, float]:
         total = 0.0
         for inputs, targets in zip(self._split(self.inputs), self._split(self.targets), strict=True):
-            self.params, self.opt_state, loss = self.step(self.params, self.opt_state, inputs, targets)
+            self.key, key = jax.random.split(self.key)
+            self.params, self.state, self.opt_state, loss = self.step(self.params, self.state, self.opt_state, inputs,
+                                                                      targets, key)
             total += float(loss) / self._micro_batches
         return {"loss": total}
 
     def infer(self) -> None:
         if self.scenario.technique == "tracked":  # jax.vjp keeps the residuals a backward pass would need
-            out, pullback = jax.vjp(jax.jit(self.apply), self.params, self.inputs)
+            out, pullback = jax.vjp(jax.jit(lambda params, inputs: self.apply(params, self.state, inputs)[0]),
+                                    self.params, self.inputs)
             out.block_until_ready()
             del pullback
             return
-        self.forward_compiled(self.params, self.inputs).block_until_ready()
+        self.forward_compiled(self.params, self.state, self.inputs).block_until_ready()
 
     def allocate(self, nbytes: int) -> object:
         import numpy as np
@@ -259,7 +311,7 @@ class JaxAdapter(Adapter):
         if getattr(self, "params", None) is None:
             return {}
         return {
-            "weights": _nbytes(self.params),
+            "weights": _nbytes([self.params, self.state]),
             "gradients": None,  # they live only inside the compiled step
             "optimizer_state": _nbytes(getattr(self, "opt_state", ())),
             "inputs": _nbytes([self.inputs, self.targets]),
@@ -269,15 +321,64 @@ class JaxAdapter(Adapter):
         return super().is_oom(error) or "RESOURCE_EXHAUSTED" in str(error) or "Out of memory" in str(error)
 
     def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
-        self.params = [{name: jax.numpy.asarray(value) for name, value in layer.items()} for layer in weights]
+        walk = self.spec.walk()
+        self.params = [{name: jax.numpy.asarray(given[name]) for name in step.params}
+                       for step, given in zip(walk, weights, strict=True)]
+        self.state = [{name: jax.numpy.asarray(given[name]) for name in step.statistics}
+                      for step, given in zip(walk, weights, strict=True)]
 
-    def forward(self, batch: np.ndarray) -> np.ndarray:
+    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
         import numpy as np
 
-        return np.asarray(self.apply(self.params, jax.numpy.asarray(batch)))
+        loss, (out, state) = self.loss_of(self.params, self.state, jax.numpy.asarray(batch),
+                                          jax.numpy.asarray(target), training, jax.random.PRNGKey(2))
+        if training:
+            self.state = state
+        return np.asarray(out), float(loss)
 
-    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
-        return float(self.loss_of(self.params, jax.numpy.asarray(batch), jax.numpy.asarray(target)))
+    def statistics(self) -> list[dict[str, np.ndarray]]:
+        import numpy as np
+
+        return [{name: np.asarray(value) for name, value in layer.items()} for layer in self.state]
+
+
+def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], training: bool,
+           key: jax.Array | None) -> tuple[jax.Array, dict | None]:
+    """One spec layer on channels-last arrays; batch norm also returns its running statistics (None otherwise)."""
+    x, numpy = inputs[0], jax.numpy
+    if isinstance(layer, Conv2D):
+        padding = layer.padding.upper() if isinstance(layer.padding, str) else [(layer.padding,) * 2] * 2
+        x = jax.lax.conv_general_dilated(x, params["kernel"], (layer.stride,) * 2, padding,
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=layer.groups)
+        x = x + params["bias"] if "bias" in params else x
+        return checkpoint_name(x, CONV_OUTPUT), None
+    if isinstance(layer, BatchNorm):
+        axes = tuple(range(x.ndim - 1))
+        if training:  # the batch's mean and biased variance, as flax's BatchNorm and Keras take them
+            mean, variance = x.mean(axes), x.var(axes)
+            statistics = {name: (1 - layer.momentum) * state[name] + layer.momentum * batch
+                          for name, batch in (("mean", mean), ("variance", variance))}
+        else:
+            mean, variance, statistics = state["mean"], state["variance"], None
+        return (x - mean) * jax.lax.rsqrt(variance + layer.epsilon) * params["scale"] + params["offset"], statistics
+    if isinstance(layer, Dense):
+        x = x @ params["kernel"]
+        return (x + params["bias"] if "bias" in params else x), None
+    if isinstance(layer, MaxPool2D):
+        pad = ((0, 0), (layer.padding,) * 2, (layer.padding,) * 2, (0, 0))  # padded with -inf: it never wins
+        return jax.lax.reduce_window(x, -numpy.inf, jax.lax.max, (1, layer.pool, layer.pool, 1),
+                                     (1, layer.step, layer.step, 1), pad), None
+    if isinstance(layer, AvgPool2D):
+        total = jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, layer.pool, layer.pool, 1),
+                                      (1, layer.step, layer.step, 1), "VALID")
+        return total / layer.pool**2, None
+    if isinstance(layer, Dropout) and training and layer.rate:
+        keep = jax.random.bernoulli(key, 1 - layer.rate, x.shape)
+        return numpy.where(keep, x / (1 - layer.rate), 0), None
+    simple = {GlobalAvgPool: lambda: x.mean((1, 2)), Flatten: lambda: x.reshape(x.shape[0], -1),
+              ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), Dropout: lambda: x,
+              Add: lambda: sum(inputs[1:], x), Concat: lambda: numpy.concatenate(inputs, axis=-1)}
+    return simple[type(layer)](), None
 
 
 def _nbytes(tree: object) -> int:

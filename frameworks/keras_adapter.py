@@ -1,4 +1,4 @@
-"""Keras 3 on TensorFlow, JAX or PyTorch: a Sequential model, `compile`, `train_on_batch`, `predict_on_batch`.
+"""Keras 3 on TensorFlow, JAX or PyTorch: a functional model, `compile`, `train_on_batch`, `predict_on_batch`.
 
 The same model code runs on each backend, fixed by KERAS_BACKEND before the import, so a Keras column
 beside its raw backend's shows what Keras itself costs. The device half (starting the device, the
@@ -11,16 +11,33 @@ chose. Tracing happens at the first call, not in compile.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Protocol
 
-from frameworks.adapter import Adapter
+from frameworks.adapter import Adapter, init_bound
 from frameworks.jax_adapter import JaxAdapter
 from frameworks.torch_adapter import TorchAdapter
 from models import allocators, backends, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS, Scenario
-from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU
+from models.spec import (
+    INPUT,
+    Add,
+    AvgPool2D,
+    BatchNorm,
+    Concat,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    LayerShapes,
+    MaxPool2D,
+    ReLU,
+    ReLU6,
+)
 
 if TYPE_CHECKING:
     import keras
@@ -132,36 +149,78 @@ class KerasAdapter(Adapter):
         """TensorFlow places by scope; Keras on torch and JAX places on the one device the process sees."""
         return tf.device(self.runtime.device_name) if self.backend == "tensorflow" else contextlib.nullcontext()
 
-    def _layer(self, layer: object, last: bool) -> keras.layers.Layer:
-        init = {"kernel_initializer": keras.initializers.LecunUniform(seed=0), "bias_initializer": "zeros"}
-        if last and self.scenario.technique in techniques.HALF_PRECISION:
-            init["dtype"] = "float32"  # the mixed-precision guide's idiom: the output layer computes in fp32
+    def _parts(self, step: LayerShapes, last: bool) -> list[keras.layers.Layer]:
+        """The Keras layers that compute one spec layer, applied in turn (a padding before a conv or a pool); the
+        one holding the weights is the last."""
+        layer = step.layer
+        # the mixed-precision guide's idiom: the output layer computes in fp32
+        dtype = {"dtype": "float32"} if last and self.scenario.technique in techniques.HALF_PRECISION else {}
         if isinstance(layer, Conv2D):
-            return keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, layer.padding,
-                                       use_bias=layer.bias, **init)
-        dtype = {"dtype": init["dtype"]} if "dtype" in init else {}
-        if isinstance(layer, MaxPool2D):
-            return keras.layers.MaxPooling2D(layer.pool, layer.step, "valid", **dtype)
+            # LeCun uniform on the canonical kernel's fan-in, which Keras's own LecunUniform computes from its
+            # depthwise kernel (k, k, C, 1) as if it read every channel
+            init = keras.initializers.RandomUniform(-init_bound(step), init_bound(step), seed=0)
+            options = {"use_bias": layer.bias, "bias_initializer": "zeros", **dtype}
+            explicit = not isinstance(layer.padding, str)  # torch's pixels per side: zeros, then a valid conv
+            padding = "valid" if explicit else layer.padding
+            pad = [keras.layers.ZeroPadding2D(layer.padding, **dtype)] if explicit and layer.padding else []
+            if _depthwise(step):
+                return [*pad, keras.layers.DepthwiseConv2D(layer.kernel, layer.stride, padding,
+                                                           depthwise_initializer=init, **options)]
+            return [*pad, keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, padding, groups=layer.groups,
+                                              kernel_initializer=init, **options)]
         if isinstance(layer, Dense):
-            return keras.layers.Dense(layer.units, use_bias=layer.bias, **init)
-        if isinstance(layer, Flatten):
-            return keras.layers.Flatten(**dtype)
-        if isinstance(layer, ReLU):
-            return keras.layers.ReLU(**dtype)
-        raise TypeError(f"no Keras layer for {layer!r}")
+            init = keras.initializers.RandomUniform(-init_bound(step), init_bound(step), seed=0)
+            return [keras.layers.Dense(layer.units, use_bias=layer.bias, kernel_initializer=init,
+                                       bias_initializer="zeros", **dtype)]
+        if isinstance(layer, MaxPool2D):  # torch's padding never wins the max: minus infinity
+            pad = [_classes().MinusInfinityPadding(layer.padding, **dtype)] if layer.padding else []
+            return [*pad, keras.layers.MaxPooling2D(layer.pool, layer.step, "valid", **dtype)]
+        if isinstance(layer, BatchNorm):  # Keras's momentum is the old statistic's weight, the spec's the new one's
+            return [keras.layers.BatchNormalization(axis=-1, momentum=1.0 - layer.momentum, epsilon=layer.epsilon,
+                                                    **dtype)]
+        simple = {
+            AvgPool2D: lambda: keras.layers.AveragePooling2D(layer.pool, layer.step, "valid", **dtype),
+            GlobalAvgPool: lambda: keras.layers.GlobalAveragePooling2D(**dtype),
+            Dropout: lambda: keras.layers.Dropout(layer.rate, seed=0, **dtype),
+            Flatten: lambda: keras.layers.Flatten(**dtype),
+            ReLU: lambda: keras.layers.ReLU(**dtype),
+            ReLU6: lambda: keras.layers.ReLU(max_value=6.0, **dtype),
+            Add: lambda: keras.layers.Add(**dtype),
+            Concat: lambda: keras.layers.Concatenate(axis=-1, **dtype),
+        }
+        if type(layer) not in simple:
+            raise TypeError(f"no Keras layer for {layer!r}")
+        return [simple[type(layer)]()]
 
     def build(self) -> None:
         keras.utils.set_random_seed(0)
         policy = {"fp16": "mixed_float16", "bf16": "mixed_bfloat16"}.get(self.scenario.technique, "float32")
         keras.mixed_precision.set_global_policy(policy)  # before any layer exists, as Keras requires
-        last = len(self.spec.layers) - 1
+        steps = self.spec.walk()
+        runs = {}  # keras.remat over each run a recomputing technique names, one Keras layer per run
+        if self.scenario.technique in techniques.RECOMPUTING:
+            runs = {run.start: run for run in techniques.segments(self.spec, self.scenario.technique)}
         with self._placement():
-            self.layers = [self._layer(layer, index == last) for index, layer in enumerate(self.spec.layers)]
-            blocks = self.layers
-            if self.scenario.technique == "checkpoint":  # keras.remat over each segment of sqrt(N) layers
-                blocks = [_checkpointed([self.layers[i] for i in segment])
-                          for segment in techniques.segments(len(self.layers))]
-            self.model = keras.Sequential([keras.Input(self.spec.input_shape), *blocks])
+            self.parts = [self._parts(step, step.index == len(steps) - 1) for step in steps]
+            self.layers = [parts[-1] for parts in self.parts]  # each spec layer's weights
+            inputs = keras.Input(self.spec.input_shape)
+            values, index = {INPUT: inputs}, 0
+            while index < len(steps):
+                if index not in runs:
+                    values[index] = _apply(self.parts[index], steps[index], values)
+                    index += 1
+                    continue
+                run = runs[index]
+                sources, outputs = techniques.boundary(self.spec, run)
+                inner = {source: values[source] for source in sources}
+                for member in run:  # builds the run's layers on the symbolic inputs, for their weights and shapes
+                    inner[member] = _apply(self.parts[member], steps[member], inner)
+                recomputed = _classes().Recomputed([(steps[member], self.parts[member]) for member in run], sources,
+                                                   outputs, [inner[output] for output in outputs], self.backend)
+                results = recomputed([values[source] for source in sources])
+                values.update(zip(outputs, results if isinstance(results, (list, tuple)) else [results], strict=True))
+                index = run.stop
+            self.model = keras.Model(inputs, values[len(steps) - 1])
             self.inputs = keras.random.normal(self.input_shape, seed=0)
             if self.spec.loss == "cross_entropy":
                 self.targets = keras.random.randint(self.target_shape, 0, self.classes, seed=1, dtype="int32")
@@ -171,7 +230,11 @@ class KerasAdapter(Adapter):
                         else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     def param_count(self) -> int:
-        return int(self.model.count_params())
+        return sum(math.prod(variable.shape) for variable in self.model.trainable_weights)
+
+    def statistics_count(self) -> int:
+        """Batch norm's moving mean and variance: Keras's non-trainable weights (dropout's seed is no weight)."""
+        return sum(math.prod(variable.shape) for variable in self.model.non_trainable_weights)
 
     def compile(self) -> dict[str, object]:
         if self.scenario.kind == "infer":
@@ -252,43 +315,114 @@ class KerasAdapter(Adapter):
     def is_oom(self, error: BaseException) -> bool:
         return self.runtime.is_oom(error)
 
+
     def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
+        """Keras orders each layer's weights as the spec does: kernel, bias; batch norm's gamma, beta, moving mean
+        and moving variance."""
         for step, layer in zip(self.spec.walk(), self.layers, strict=True):
-            if step.params:
-                layer.set_weights([weights[step.index][name] for name in step.params])
+            if step.weights:
+                values = [weights[step.index][name] for name in step.weights]
+                if _depthwise(step):  # canonical (k, k, 1, C), Keras's depthwise kernel (k, k, C, 1)
+                    values[0] = values[0].transpose(0, 1, 3, 2)
+                layer.set_weights(values)
 
-    def forward(self, batch: np.ndarray) -> np.ndarray:
-        return keras.ops.convert_to_numpy(self.model(batch, training=False))
+    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
+        """One call of the model, eagerly: in training its batch norms assign their moving statistics once (on
+        JAX too: outside a stateless scope, a variable's assign replaces its array)."""
+        with self._placement():
+            output = self.model(keras.ops.convert_to_tensor(batch), training=training)
+            loss = self.loss_fn(keras.ops.convert_to_tensor(target), output)
+        return keras.ops.convert_to_numpy(output), float(keras.ops.convert_to_numpy(loss))
 
-    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
-        return float(keras.ops.convert_to_numpy(self.loss_fn(target, self.model(batch, training=False))))
+    def statistics(self) -> list[dict[str, np.ndarray]]:
+        """Keras's moving variance averages the batch's biased variance: batch_normalization.py assigns
+        `moving_variance * self.momentum + variance * (1.0 - self.momentum)` with `variance` from `ops.moments`,
+        the mean squared deviation (jnp.var, tf.nn.moments, torch's E[x^2] - E[x]^2), where torch's own batch
+        norm takes the unbiased one."""
+        return [{"mean": layer.moving_mean.numpy(), "variance": layer.moving_variance.numpy()}
+                if isinstance(step.layer, BatchNorm) else {} for step, layer in zip(self.spec.walk(), self.layers,
+                                                                                     strict=True)]
 
 
-def _checkpointed(layers: list) -> keras.layers.Layer:
-    """A segment whose activations are recomputed in the backward pass: keras.remat, which is the backend's
-    own (tf.recompute_grad, jax.checkpoint, torch.utils.checkpoint)."""
+def _depthwise(step: LayerShapes) -> bool:
+    """A conv that Keras's DepthwiseConv2D computes: one filter per input channel."""
+    layer = step.layer
+    return isinstance(layer, Conv2D) and 1 < layer.groups == layer.filters == step.input_shape[-1]
 
-    class Checkpointed(keras.layers.Layer):
-        def __init__(self, segment: list) -> None:
-            super().__init__()
-            self.segment = segment
 
-        def build(self, shape: tuple) -> None:
-            for layer in self.segment:
-                layer.build(shape)
-                shape = layer.compute_output_shape(shape)
+def _apply(parts: list, step: LayerShapes, values: dict[int, object], training: bool | None = None) -> object:
+    """One spec layer on its inputs (a list for a merge); `training` reaches the layers that read it."""
+    inputs = [values[source] for source in step.inputs]
+    x = inputs if len(inputs) > 1 else inputs[0]
+    for part in parts:
+        modal = training is not None and isinstance(part, (keras.layers.BatchNormalization, keras.layers.Dropout))
+        x = part(x, training=training) if modal else part(x)
+    return x
+
+
+@functools.cache
+def _classes() -> SimpleNamespace:
+    """The adapter's own Keras layers, defined once Keras is imported."""
+
+    class MinusInfinityPadding(keras.layers.Layer):
+        """Pads height and width with minus infinity: torch's max-pool padding, which never wins the max."""
+
+        def __init__(self, padding: int, **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.padding = padding
 
         def call(self, inputs: object) -> object:
-            def run(x: object) -> object:
-                for layer in self.segment:
-                    x = layer(x)
-                return x
-
-            return keras.remat(run)(inputs)
+            pad = self.padding
+            return keras.ops.pad(inputs, ((0, 0), (pad, pad), (pad, pad), (0, 0)), constant_values=float("-inf"))
 
         def compute_output_shape(self, shape: tuple) -> tuple:
-            for layer in self.segment:
-                shape = layer.compute_output_shape(shape)
-            return shape
+            grown = tuple(None if size is None else size + 2 * self.padding for size in shape[1:3])
+            return (shape[0], *grown, shape[3])
 
-    return Checkpointed(layers)
+    class Recomputed(keras.layers.Layer):
+        """A run of layers whose activations are recomputed in the backward pass: keras.remat, which is the
+        backend's own (tf.recompute_grad, jax.checkpoint, torch.utils.checkpoint), over the run's inputs.
+
+        The members' statistics updates are caught in a stateless scope inside the recomputed function and returned
+        from it, then assigned once outside: a JAX value assigned inside jax.checkpoint would escape its trace, and
+        TensorFlow and torch run the function again in the backward pass, which would update them twice. The
+        members get `training` explicitly, since torch recomputes outside the Keras call that set it."""
+
+        def __init__(self, members: list, sources: tuple[int, ...], outputs: tuple[int, ...], specs: list,
+                     backend: str) -> None:
+            # float32 with no input casting: the members cast as they would alone; the variables read in full
+            super().__init__(dtype="float32")
+            self._convert_input_args = False
+            self.steps = [step for step, _ in members]
+            self.parts = [list(parts) for _, parts in members]
+            self.sources, self.outputs, self.backend = sources, outputs, backend
+            self.specs = [keras.KerasTensor(spec.shape, spec.dtype) for spec in specs]
+            self.built = True  # the members were built on the run's symbolic inputs
+
+        def call(self, inputs: object, training: bool | None = None) -> object:
+            inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+            layers = [layer for parts in self.parts for layer in parts]
+            state = [variable for layer in layers for variable in layer.non_trainable_variables]
+            # JAX's train step holds every value in its stateless scope, which a scope inside does not inherit
+            mapped = [variable for layer in layers for variable in layer.variables] if self.backend == "jax" else state
+            mapping = [(variable, variable.value) for variable in mapped]
+
+            def run(*args: object) -> list:
+                values = dict(zip(self.sources, args, strict=True))
+                with keras.StatelessScope(mapping) as scope:
+                    for step, parts in zip(self.steps, self.parts, strict=True):
+                        values[step.index] = _apply(parts, step, values, training)
+                updated = [keras.ops.stop_gradient(scope.get_current_value(variable)) for variable in state]
+                return [values[output] for output in self.outputs] + updated
+
+            results = keras.remat(run)(*inputs)
+            if training:
+                for variable, value in zip(state, results[len(self.outputs):], strict=True):
+                    variable.assign(value)
+            outputs = list(results[:len(self.outputs)])
+            return outputs[0] if len(outputs) == 1 else outputs
+
+        def compute_output_spec(self, inputs: object, training: bool | None = None) -> object:
+            return self.specs[0] if len(self.specs) == 1 else list(self.specs)
+
+    return SimpleNamespace(MinusInfinityPadding=MinusInfinityPadding, Recomputed=Recomputed)

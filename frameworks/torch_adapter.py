@@ -1,4 +1,4 @@
-"""PyTorch: an eager nn.Sequential in channels-first layout.
+"""PyTorch: an eager module running the spec's graph (frameworks.graph) in channels-first layout.
 
 The canonical layout is channels-last, so TensorFlow-style 'same' padding that is not
 symmetric gets an explicit ZeroPad2d (an extra activation copy, as a torch user would write
@@ -10,11 +10,28 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING
 
+from frameworks import graph
 from frameworks.adapter import Adapter, init_bound
 from models import allocators, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
-from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ReLU, same_padding
+from models.spec import (
+    Add,
+    AvgPool2D,
+    BatchNorm,
+    Concat,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    LayerShapes,
+    MaxPool2D,
+    ModelSpec,
+    ReLU,
+    ReLU6,
+    same_padding,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,15 +42,56 @@ def _channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (shape[0], shape[-1], *shape[1:-1]) if len(shape) == 4 else shape
 
 
-def _checkpointed(modules: list[torch.nn.Module]) -> torch.nn.Module:
-    """A segment whose activations are recomputed in the backward pass (torch.utils.checkpoint)."""
+def _graph_net(spec: ModelSpec, modules: list[torch.nn.Module], technique: str) -> torch.nn.Module:
+    """The spec's graph as one module: a module per layer, values dropped after their last reader, and the runs a
+    technique recomputes under torch.utils.checkpoint (non-reentrant, as the torch docs recommend)."""
     import torch.utils.checkpoint
 
-    class Checkpointed(torch.nn.Sequential):
-        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-            return torch.utils.checkpoint.checkpoint(super().forward, inputs, use_reentrant=False)
+    class GraphNet(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(modules)
+            self.stages = graph.stages(spec, technique)
 
-    return Checkpointed(*modules)
+        def call(self, index: int, inputs: list[torch.Tensor]) -> torch.Tensor:
+            return self.layers[index](*inputs)
+
+        def recompute(self, stage: graph.Stage, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+            def body(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+                return tuple(graph.run_inside(spec, stage, list(tensors), self.call))
+
+            return list(torch.utils.checkpoint.checkpoint(body, *inputs, use_reentrant=False))
+
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return graph.run_stages(spec, self.stages, inputs, self.call, self.recompute)
+
+    return GraphNet()
+
+
+def _merge(kind: str) -> torch.nn.Module:
+    """add and concat as modules of several inputs (channels are torch's axis 1)."""
+
+    class Merge(torch.nn.Module):
+        def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+            if kind == "concat":
+                return torch.cat(inputs, dim=1)
+            total = inputs[0]
+            for tensor in inputs[1:]:
+                total = total + tensor
+            return total
+
+    return Merge()
+
+
+def _global_avg_pool() -> torch.nn.Module:
+    """The mean over H and W: its backward needs only the shape, so it keeps nothing (AdaptiveAvgPool2d keeps its
+    input)."""
+
+    class GlobalAvgPool(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return inputs.mean((2, 3))
+
+    return GlobalAvgPool()
 
 
 def device_of(name: str) -> torch.device:
@@ -70,49 +128,56 @@ class TorchAdapter(Adapter):
             return torch.cuda.get_device_name(self.device)
         return f"cpu ({torch.get_num_threads()} threads)"
 
-    def _layers(self) -> list[list[torch.nn.Module]]:
-        """The modules of each spec layer (a conv with uneven 'same' padding is two)."""
-        nn, layers = torch.nn, []
-        for step in self.spec.walk():
-            layer, modules = step.layer, []
-            layers.append(modules)
-            if isinstance(layer, Conv2D):
-                padding = (0, 0)
-                if layer.padding == "same":
-                    (top, bottom), (left, right) = (same_padding(size, layer.kernel, layer.stride)
-                                                    for size in step.input_shape[:2])
-                    if (top, left) == (bottom, right):
-                        padding = (top, left)
-                    else:
-                        modules.append(nn.ZeroPad2d((left, right, top, bottom)))
-                modules.append(nn.Conv2d(step.input_shape[2], layer.filters, layer.kernel, layer.stride,
-                                         padding, bias=layer.bias, device=self.device))
-            elif isinstance(layer, MaxPool2D):
-                modules.append(nn.MaxPool2d(layer.pool, layer.step))
-            elif isinstance(layer, Dense):
-                modules.append(nn.Linear(step.input_shape[0], layer.units, bias=layer.bias, device=self.device))
-            elif isinstance(layer, Flatten):
-                modules.append(nn.Flatten())
-            elif isinstance(layer, ReLU):
-                modules.append(nn.ReLU(inplace=self.scenario.technique == "inplace"))
-        return layers
+    def _module(self, step: LayerShapes, in_place: bool) -> torch.nn.Module:
+        """One spec layer as torch modules (a conv with uneven 'same' padding is a ZeroPad2d and the conv)."""
+        nn, layer = torch.nn, step.layer
+        if isinstance(layer, Conv2D):
+            padding: tuple[int, int] | int = layer.padding if isinstance(layer.padding, int) else (0, 0)
+            conv = nn.Conv2d(step.input_shape[2], layer.filters, layer.kernel, layer.stride, 0, bias=layer.bias,
+                             groups=layer.groups, device=self.device)
+            if layer.padding == "same":
+                (top, bottom), (left, right) = (same_padding(size, layer.kernel, layer.stride)
+                                                for size in step.input_shape[:2])
+                if (top, left) != (bottom, right):
+                    return nn.Sequential(nn.ZeroPad2d((left, right, top, bottom)), conv)
+                padding = (top, left)
+            conv.padding = padding if isinstance(padding, tuple) else (padding, padding)
+            return conv
+        if isinstance(layer, BatchNorm):
+            norm = nn.BatchNorm2d if len(step.input_shape) == 3 else nn.BatchNorm1d
+            return norm(step.input_shape[-1], eps=layer.epsilon, momentum=layer.momentum, device=self.device)
+        if isinstance(layer, Dense):
+            return nn.Linear(step.input_shape[0], layer.units, bias=layer.bias, device=self.device)
+        simple = {
+            MaxPool2D: lambda: nn.MaxPool2d(layer.pool, layer.step, layer.padding),
+            AvgPool2D: lambda: nn.AvgPool2d(layer.pool, layer.step),
+            GlobalAvgPool: _global_avg_pool,
+            Dropout: lambda: nn.Dropout(layer.rate),
+            Flatten: nn.Flatten,
+            ReLU: lambda: nn.ReLU(inplace=in_place),
+            ReLU6: lambda: nn.ReLU6(inplace=in_place),
+            Add: lambda: _merge("add"),
+            Concat: lambda: _merge("concat"),
+        }
+        return simple[type(layer)]()
 
-    def _weighted(self) -> list[tuple[object, torch.nn.Module]]:
-        """(spec step, module) for every layer that has weights, in order."""
-        steps = [step for step in self.spec.walk() if step.params]
-        modules = [m for m in self.model.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
-        return list(zip(steps, modules, strict=True))
+    def _weighted(self) -> list[tuple[LayerShapes, torch.nn.Module]]:
+        """(spec step, module) for every layer that has weights, in order (the conv of a padded pair)."""
+        pairs = []
+        for step, module in zip(self.spec.walk(), self.model.layers, strict=True):
+            if step.params:
+                pairs.append((step, module[-1] if isinstance(module, torch.nn.Sequential) else module))
+        return pairs
 
     def build(self) -> None:
         torch.manual_seed(0)
-        layers = self._layers()
-        if self.scenario.technique == "checkpoint":  # torch.utils.checkpoint over each segment of sqrt(N) layers
-            self.model = torch.nn.Sequential(*(_checkpointed([m for i in segment for m in layers[i]])
-                                               for segment in techniques.segments(len(layers))))
-        else:
-            self.model = torch.nn.Sequential(*(module for modules in layers for module in modules))
+        in_place = techniques.in_place(self.spec, self.scenario.technique)
+        modules = [self._module(step, step.index in in_place) for step in self.spec.walk()]
+        self.model = _graph_net(self.spec, modules, self.scenario.technique)
         with torch.no_grad():
             for step, module in self._weighted():
+                if "kernel" not in step.params:
+                    continue  # batch norm starts at scale 1, offset 0, mean 0, variance 1 everywhere
                 bound = init_bound(step)
                 module.weight.uniform_(-bound, bound)
                 if module.bias is not None:
@@ -126,6 +191,14 @@ class TorchAdapter(Adapter):
 
     def param_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
+
+    def _statistics_buffers(self) -> list[torch.Tensor]:
+        """Batch norm's running mean and variance; its int64 num_batches_tracked counter is not a statistic (it
+        matters only with momentum=None, which the spec never uses)."""
+        return [buffer for buffer in self.model.buffers() if buffer.is_floating_point()]
+
+    def statistics_count(self) -> int:
+        return sum(buffer.numel() for buffer in self._statistics_buffers())
 
     def compile(self) -> dict[str, object]:
         if self.scenario.kind == "infer":
@@ -218,7 +291,7 @@ class TorchAdapter(Adapter):
         params = list(self.model.parameters())
         state = getattr(self, "optimizer", None)
         return {
-            "weights": sum(_nbytes(p) for p in params),
+            "weights": sum(_nbytes(p) for p in params) + sum(_nbytes(b) for b in self._statistics_buffers()),
             "gradients": sum(_nbytes(p.grad) for p in params if p.grad is not None),
             "optimizer_state": sum(_nbytes(value) for per_param in (state.state.values() if state else ())
                                    for value in per_param.values() if isinstance(value, torch.Tensor)),
@@ -255,38 +328,45 @@ class TorchAdapter(Adapter):
                 or "can't allocate memory" in str(error))
 
     def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
-        flattened_from = None
-        weighted = iter(self._weighted())
-        for step in self.spec.walk():
-            if isinstance(step.layer, Flatten):
-                flattened_from = step.input_shape if len(step.input_shape) == 3 else None
-            if not step.params:
+        walk = self.spec.walk()
+        for step, module in zip(walk, self.model.layers, strict=True):
+            if not step.weights:
                 continue
-            _, module = next(weighted)
-            kernel = weights[step.index]["kernel"]
-            if isinstance(step.layer, Conv2D):
-                kernel = kernel.transpose(3, 2, 0, 1)  # HWIO -> OIHW
+            given = {name: torch.from_numpy(value.copy()) for name, value in weights[step.index].items()}
+            if isinstance(step.layer, BatchNorm):
+                targets = {"scale": module.weight, "offset": module.bias, "mean": module.running_mean,
+                           "variance": module.running_var}
             else:
-                if flattened_from is not None:  # canonical rows are (h, w, c); torch flattens (c, h, w)
-                    kernel = kernel.reshape(*flattened_from, -1).transpose(2, 0, 1, 3).reshape(kernel.shape)
-                    flattened_from = None
-                kernel = kernel.T
+                module = module[-1] if isinstance(module, torch.nn.Sequential) else module
+                kernel = given["kernel"]
+                if isinstance(step.layer, Conv2D):
+                    kernel = kernel.permute(3, 2, 0, 1)  # HWIO -> OIHW
+                else:
+                    source = step.inputs[0]
+                    flattened = source >= 0 and isinstance(walk[source].layer, Flatten) and \
+                        len(walk[source].input_shape) == 3
+                    if flattened:  # canonical rows are (h, w, c); torch flattens (c, h, w)
+                        kernel = kernel.reshape(*walk[source].input_shape, -1).permute(2, 0, 1, 3)
+                        kernel = kernel.reshape(given["kernel"].shape)
+                    kernel = kernel.T
+                given["kernel"] = kernel
+                targets = {"kernel": module.weight, "bias": module.bias}
             with torch.no_grad():
-                module.weight.copy_(torch.from_numpy(kernel.copy()))
-                if module.bias is not None:
-                    module.bias.copy_(torch.from_numpy(weights[step.index]["bias"]))
+                for name, value in given.items():
+                    targets[name].copy_(value)
 
     def _to_torch(self, array: np.ndarray) -> torch.Tensor:
         tensor = torch.from_numpy(array).to(self.device)
         return tensor.permute(0, 3, 1, 2) if tensor.dim() == 4 else tensor
 
-    def forward(self, batch: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            out = self.model.eval()(self._to_torch(batch))
-        return (out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy()
-
-    def loss(self, batch: np.ndarray, target: np.ndarray) -> float:
-        with torch.inference_mode():
+    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
+        with torch.no_grad():
+            out = self.model.train(training)(self._to_torch(batch))
             targets = self._to_torch(target)
-            targets = targets.long() if self.spec.loss == "cross_entropy" else targets
-            return self.loss_fn(self.model.eval()(self._to_torch(batch)), targets).item()
+            loss = self.loss_fn(out, targets.long() if self.spec.loss == "cross_entropy" else targets).item()
+        return (out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy(), loss
+
+    def statistics(self) -> list[dict[str, np.ndarray]]:
+        return [{"mean": module.running_mean.cpu().numpy(), "variance": module.running_var.cpu().numpy()}
+                if isinstance(step.layer, BatchNorm) else {}
+                for step, module in zip(self.spec.walk(), self.model.layers, strict=True)]

@@ -133,7 +133,8 @@ class MaxPool2D(_OneInput):
         _positive(self.pool, "maxpool2d.pool")
         if self.stride:
             _positive(self.stride, "maxpool2d.stride")
-        if isinstance(self.padding, bool) or not isinstance(self.padding, int) or not 0 <= self.padding <= self.pool // 2:
+        padding = self.padding
+        if isinstance(padding, bool) or not isinstance(padding, int) or not 0 <= padding <= self.pool // 2:
             raise SpecError(f"maxpool2d.padding must be pixels from 0 to half the pool, got {self.padding!r}")
 
     @property
@@ -295,7 +296,8 @@ class Concat(_Merge):
         return (*shapes[0][:-1], sum(shape[-1] for shape in shapes))
 
 
-Layer = Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | Add | Concat
+Layer = (Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | Add
+         | Concat)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm,
                                                           Dense, Dropout, Flatten, ReLU, ReLU6, Add, Concat)}
 NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
@@ -496,8 +498,8 @@ class ModelSpec:
             loss=data["loss"],
             default_batch=data.get("default_batch", 1),
             description=str(data.get("description", "")),
-            inputs=tuple(tuple(index_of[name] for name in _input_names(entries, index)) for index in range(len(entries)))
-            if graph else None,
+            inputs=tuple(tuple(index_of[name] for name in _input_names(entries, index))
+                         for index in range(len(entries))) if graph else None,
             names=names if any("name" in entry for entry in entries) else None,
             blocks=blocks if any(blocks) else None,
         )
@@ -525,7 +527,7 @@ def _topological(entries: list[dict]) -> list[dict]:
     if duplicate is not None:
         raise SpecError(f"layer name {duplicate!r} is used twice")
     position = {name: index for index, name in enumerate(names)}
-    for index, entry in enumerate(entries):
+    for index in range(len(entries)):
         for source in _input_names(entries, index):
             if source != MODEL_INPUT and source not in position:
                 raise SpecError(f"layer {names[index]!r}: unknown input {source!r}")
