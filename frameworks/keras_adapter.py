@@ -403,9 +403,11 @@ def _classes() -> SimpleNamespace:
             inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
             layers = [layer for parts in self.parts for layer in parts]
             state = [variable for layer in layers for variable in layer.non_trainable_variables]
-            # JAX's train step holds every value in its stateless scope, which a scope inside does not inherit
-            mapped = [variable for layer in layers for variable in layer.variables] if self.backend == "jax" else state
-            mapping = [(variable, variable.value) for variable in mapped]
+            # the state as it is now, copied: on torch and TensorFlow the value read is the variable's own storage,
+            # which the assignment below overwrites before the backward pass recomputes (dropout's seed would move)
+            mapping = [(variable, keras.ops.copy(variable.value)) for variable in state]
+            if self.backend == "jax":  # its train step holds every value in its stateless scope, which ours must too
+                mapping += [(variable, variable.value) for layer in layers for variable in layer.trainable_variables]
 
             def run(*args: object) -> list:
                 values = dict(zip(self.sources, args, strict=True))

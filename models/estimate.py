@@ -13,21 +13,28 @@ from dataclasses import asdict, dataclass, field
 
 from models import techniques
 from models.scenario import DTYPES, PHASES
-from models.spec import Conv2D, Flatten, ModelSpec, same_padding
+from models.spec import INPUT, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
 
 CATEGORIES = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs", "saved_activations",
               "half_weights", "transient", "update_temporaries", "init_temporaries")
 OPTIMIZER_STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2}
-INT64, BOOL = 8, 1
+INT64, BOOL, FLOAT32 = 8, 1, 4
+# What a layer's backward may keep: "input" (every input tensor), "output" (its output tensor), "mask" (a bool of the
+# output's size), "indices" (int64 of the output's size), "residual" (a new tensor of the output's size in the
+# activations' dtype, made inside the layer), "channels" (one float32 vector of the output's channels, whatever the
+# batch). A tensor two layers keep is counted once.
+SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels")
 
 
 @dataclass(frozen=True)
 class Rules:
     """One framework's habits, each checked against its source or its saved tensors (see `why`)."""
 
-    saves: dict[str, tuple[str, ...]]  # layer kind -> "input", "output", "indices" (int64), "mask" (bool)
+    saves: dict[str, tuple[str, ...]]  # layer kind -> what its backward keeps (SAVED_KINDS)
+    cuda_saves: dict[str, tuple[str, ...]]  # the kinds whose CUDA kernel keeps something else, and what
     label_bytes: int  # one integer class label
     explicit_padding: bool  # asymmetric 'same' padding is a padded copy of the input
+    pixel_padding: bool  # a conv's or max-pool's padding in pixels is a padded copy of the input (Keras's layers)
     optimizer_state_phase: str  # the phase in which the optimizer state is allocated
     state_before_step: bool  # in that phase it is made before the step's forward pass (Keras's build)
     keeps_gradients: bool  # gradients stay allocated after the step, until the next one clears them
@@ -38,66 +45,105 @@ class Rules:
     why: str
 
 
-SAVES_INPUT = {"conv2d": ("input",), "dense": ("input",), "relu": ("output",), "maxpool2d": ("input",),
-               "pad": (), "flatten": ()}
+NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
+                 "relu6": ("output",), "maxpool2d": ("input",), "avgpool2d": (), "global_avg_pool": (),
+                 "dropout": ("mask",), "add": (), "concat": (), "pad": (), "flatten": ()}
+# In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
+# (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
+EVAL_SAVES = {"batchnorm": ("input",)}
+BN_CHANNELS = ("channels",) * 4  # the per-channel vectors a composed batch norm's gradient reads (Keras)
 RULES = {
     "neutral": Rules(
-        saves=SAVES_INPUT, label_bytes=INT64, explicit_padding=False, optimizer_state_phase="train_step_1",
-        state_before_step=False, keeps_gradients=False, streams_gradients=False, init_copies=0, accumulator_copies=0,
-        update_temporaries={},
-        why="no framework named: each weighted layer keeps its input, ReLU its output, max-pool its input;"
-            " every gradient is live at the update, which allocates nothing"),
+        saves=NEUTRAL_SAVES, cuda_saves={}, label_bytes=INT64, explicit_padding=False, pixel_padding=False,
+        optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=False, streams_gradients=False,
+        init_copies=0, accumulator_copies=0, update_temporaries={},
+        why="no framework named: what a backward pass needs at least: each weighted layer (conv, dense, batch norm)"
+            " keeps its input, ReLU and ReLU6 their output, max-pool its input, dropout a boolean mask; average"
+            " pooling, the global mean, add and concat are linear and keep nothing; every gradient is live at the"
+            " update, which allocates nothing"),
     "torch": Rules(
-        saves=SAVES_INPUT | {"maxpool2d": ("input", "indices")}, label_bytes=INT64, explicit_padding=True,
+        saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
+                               "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",)},
+        cuda_saves={"dropout": ("mask",)}, label_bytes=INT64, explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_gradients=False,
         init_copies=0,
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
-        why="saved tensors as listed by autograd's saved_tensors_hooks: conv and linear keep their input,"
-            " ReLU its output, max_pool2d its input and int64 indices; ZeroPad2d's padded copy replaces"
-            " the conv input; Adam's state arrives in the first step(); on the CPU Adam runs per tensor"
+        why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
+            " input, ReLU its output, max_pool2d its input and int64 indices (its padding is inside the op);"
+            " native_batch_norm its input and the per-channel save_mean and save_invstd (its weight and running"
+            " statistics are the module's own); hardtanh (ReLU6) its input, which in place is its output;"
+            " avg_pool2d its input; add, cat and the mean over H and W nothing; dropout on the CPU multiplies by a"
+            " float noise tensor it keeps, on CUDA native_dropout keeps a bool mask (derivatives.yaml; not run"
+            " here); ZeroPad2d's padded copy replaces the conv input where 'same' is uneven, integer padding is"
+            " inside the conv; Adam's state arrives in the first step(); on the CPU Adam runs per tensor"
             " (sqrt and divide make two temporaries of the largest parameter), on CUDA it is foreach"
             " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad"),
     "keras-tensorflow": Rules(
-        saves=SAVES_INPUT | {"maxpool2d": ("input", "output")}, label_bytes=4, explicit_padding=False,
+        saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
+        cuda_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_gradients=True,
         init_copies=2,
         accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
                             ("sgd", "cpu"): ("largest", 1), ("sgd", "cuda"): ("largest", 1),
                             ("momentum", "cpu"): ("largest", 1), ("momentum", "cuda"): ("largest", 1)},
-        why="gradient functions: Conv2D and MatMul keep their input, Relu its output, MaxPool its input and"
-            " output; Keras builds the optimizer's variables at the first train_on_batch, before the step runs"
-            " (Trainer._symbolic_build); the traced step"
-            " is a dataflow graph, so each variable's update runs once its gradient exists and gradients"
-            " are not all live at once (one largest in flight); Keras's Adam update keeps two temporaries"
+        why="gradient functions (nn_grad.py, math_grad.py; the forward tensors the traced step's gradient ops read):"
+            " Conv2D, DepthwiseConv2dNative and MatMul keep their input, Relu and Relu6 their output, MaxPool its"
+            " input and output, AvgPool, Mean, AddV2 and ConcatV2 only shapes; Keras's BatchNormalization is"
+            " composed (tf.nn.moments, tf.nn.batch_normalization): SquaredDifference and Mul keep its input plus"
+            " per-channel mean, rsqrt and scale (not the fused kernel; grappler might still rewrite it);"
+            " stateless_dropout keeps the bool keep-mask of its SelectV2; Keras pads integer padding with"
+            " ZeroPadding2D and max-pool padding with a -inf pad layer, padded copies whose Pad gradient keeps"
+            " nothing (XLA, where Keras compiles with it, may fold them into the conv); Keras builds the"
+            " optimizer's variables at the first train_on_batch, before the step runs (Trainer._symbolic_build);"
+            " the traced step is a dataflow graph, so each variable's update runs once its gradient exists and"
+            " gradients are not all live at once (one largest in flight); Keras's Adam update keeps two temporaries"
             " of a variable; drawing a random tensor (initializer or batch) makes two temporaries of it"),
     "jax": Rules(
-        saves=SAVES_INPUT | {"relu": ("mask",)}, label_bytes=4, explicit_padding=False,
+        saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3},
+        cuda_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=False,
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_gradients=False,
         init_copies=2,
         accumulator_copies=1, update_temporaries={},
-        why="jax.vjp residuals: conv and dot keep their input, relu's jvp keeps the boolean x > 0,"
-            " reduce_window max its operand; optax's state is created in compile (optimizer.init);"
-            " the update is fused into the jitted step with parameters and state donated, so it adds no"
-            " temporaries; jax.random makes bits then floats: two temporaries of the tensor drawn at build"),
+        why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their"
+            " input, relu's and relu6's jvp a boolean mask, reduce_window max its operand (padding inside);"
+            " avg pooling, the mean, add and concatenate are linear and keep nothing; dropout's where keeps its"
+            " bool mask; the plain-jnp batch norm keeps three tensors of its size (2(x - mean) from the variance's"
+            " square, x - mean, and the normalized x), which XLA's CPU buffers confirm (+3 activations per batch"
+            " norm, per-channel vectors negligible); measured on XLA's CPU, ReLU after batch norm costs nothing"
+            " and a lone ReLU a float activation rather than a bool mask, dropout about two: the rules keep the"
+            " residuals; optax's state is created in compile (optimizer.init); the update is fused into the jitted"
+            " step with parameters and state donated, so it adds no temporaries; jax.random makes bits then floats:"
+            " two temporaries of the tensor drawn at build"),
     "keras-jax": Rules(
-        saves=SAVES_INPUT | {"relu": ("mask",)}, label_bytes=4, explicit_padding=False,
+        saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
+        cuda_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
         streams_gradients=False, init_copies=2, accumulator_copies=1, update_temporaries={},
-        why="JAX's autodiff under Keras: the jax rules for what is saved; Keras builds the optimizer's"
-            " variables at the first train_on_batch, before the step runs; its JAX trainer jits loss,"
-            " gradients and the optimizer's stateless update into one step, so the update adds no temporaries;"
-            " keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
+        why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
+            " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean"
+            " as a residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch"
+            " norm, not 2); dropout's lax.select keeps the bool mask; Keras pads integer padding with ZeroPadding2D"
+            " and max-pool padding with a -inf pad layer, padded copies (XLA may fold a zero pad into the conv);"
+            " Keras builds the optimizer's variables at the first train_on_batch, before the step runs; its JAX"
+            " trainer jits loss, gradients and the optimizer's stateless update into one step, so the update adds"
+            " no temporaries; keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
     "keras-torch": Rules(
-        saves=SAVES_INPUT | {"maxpool2d": ("input", "indices")}, label_bytes=4, explicit_padding=True,
+        saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
+                               "batchnorm": ("input", "residual", *BN_CHANNELS)},
+        cuda_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_gradients=False, init_copies=2, accumulator_copies=1,
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
-        why="torch's autograd under Keras: the torch rules for what is saved, and Keras pads uneven 'same'"
-            " convolutions explicitly; Keras builds the optimizer's variables at the first train_on_batch,"
-            " before the step runs; gradients stay in .grad until the next step zeroes them; Keras's torch"
-            " Adam runs torch._foreach ops over every variable: three temporaries of every parameter live at"
-            " once (taken from keras200m's measured step on the CPU, 5,589 MiB against 4,743 with two);"
-            " keras.random on torch draws then scales: two temporaries"),
+        why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for conv,"
+            " dense, ReLU, ReLU6, pooling, add and concat (Keras's channels-first copy of a conv's or pool's input"
+            " is what is kept, of the same size); Keras's composed batch norm keeps its input for the variance's"
+            " square, a clone of x - mean (the in-place mul_ needs the original) and per-channel vectors; the"
+            " seeded dropout is torch.where on a bool mask, which it keeps; Keras pads uneven 'same' convolutions,"
+            " integer padding (ZeroPadding2D) and max-pool padding (a -inf pad layer) explicitly; Keras builds the"
+            " optimizer's variables at the first train_on_batch, before the step runs; gradients stay in .grad"
+            " until the next step zeroes them; Keras's torch Adam runs torch._foreach ops over every variable:"
+            " three temporaries of every parameter live at once (taken from keras200m's measured step on the CPU,"
+            " 5,589 MiB against 4,743 with two); keras.random on torch draws then scales: two temporaries"),
 }
 
 
@@ -107,27 +153,101 @@ class Step:
 
     kind: str
     layer: int  # the spec layer it belongs to
-    inputs: int
+    inputs: int  # every input together
     outputs: int
-    weight_bytes: int
+    weight_bytes: int  # trainable
     largest_weight: int
+    sources: tuple[int, ...] = (INPUT,)  # the steps it reads (INPUT: the model's input)
+    channels: int = 0  # the output's last axis
+
+
+def _padding(layer: LayerShapes, rules: Rules) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """(top, bottom), (left, right) where the framework pads a copy of the layer's input; None where the op pads."""
+    op = layer.layer
+    if isinstance(op, Conv2D) and op.padding == "same" and rules.explicit_padding:
+        (top, bottom), (left, right) = (same_padding(size, op.kernel, op.stride) for size in layer.input_shape[:2])
+        return ((top, bottom), (left, right)) if (top, left) != (bottom, right) else None
+    pixels = op.padding if isinstance(op, (Conv2D, MaxPool2D)) and not isinstance(op.padding, str) else 0
+    return ((pixels, pixels), (pixels, pixels)) if rules.pixel_padding and pixels else None
 
 
 def steps(spec: ModelSpec, rules: Rules, bytes_per_value: int) -> list[Step]:
-    """The spec's layers as the framework runs them (torch inserts a padding copy where 'same' is uneven)."""
-    result = []
+    """The spec's layers as the framework runs them: a padding copy before a layer where the framework makes one
+    (torch where 'same' is uneven, Keras for padding in pixels)."""
+    result: list[Step] = []
+    made = {INPUT: INPUT}  # spec layer -> the step that makes its output
     for layer in spec.walk():
-        if rules.explicit_padding and isinstance(layer.layer, Conv2D) and layer.layer.padding == "same":
-            (top, bottom), (left, right) = (same_padding(size, layer.layer.kernel, layer.layer.stride)
-                                            for size in layer.input_shape[:2])
-            if (top, left) != (bottom, right):
-                h, w, c = layer.input_shape
-                result.append(Step("pad", layer.index, h * w * c, (h + top + bottom) * (w + left + right) * c, 0, 0))
+        sources = tuple(made[source] for source in layer.inputs)
+        inputs = sum(math.prod(shape) for shape in layer.input_shapes)
+        padding = _padding(layer, rules)
+        if padding:
+            (top, bottom), (left, right) = padding
+            h, w, c = layer.input_shape
+            result.append(Step("pad", layer.index, inputs, (h + top + bottom) * (w + left + right) * c, 0, 0,
+                               sources, c))
+            sources, inputs = (len(result) - 1,), result[-1].outputs
         weights = [math.prod(shape) * bytes_per_value for shape in layer.params.values()]
-        inputs = result[-1].outputs if result and result[-1].kind == "pad" else math.prod(layer.input_shape)
         result.append(Step(layer.layer.kind, layer.index, inputs, math.prod(layer.output_shape), sum(weights),
-                           max(weights, default=0)))
+                           max(weights, default=0), sources, layer.output_shape[-1]))
+        made[layer.index] = len(result) - 1
     return result
+
+
+@dataclass(frozen=True)
+class _Tensors:
+    """The tensors a run of steps makes, each named by the step that makes it (INPUT: the model's input); a view
+    or in-place step makes none: its output is its input."""
+
+    reads: list[tuple[int, ...]]  # per step, the tensors it reads
+    makes: list[int]  # per step, the tensor its output is
+    elements: dict[int, int]  # per example
+    last_reader: dict[int, int]  # the last step reading each tensor; the net's output is read by the loss, after all
+
+
+def _tensors(spec: ModelSpec, ops: list[Step], views: set[int]) -> _Tensors:
+    reads: list[tuple[int, ...]] = []
+    makes: list[int] = []
+    for index, op in enumerate(ops):
+        reads.append(tuple(INPUT if source == INPUT else makes[source] for source in op.sources))
+        makes.append(reads[-1][0] if index in views else index)
+    elements = {INPUT: math.prod(spec.input_shape)} | {index: op.outputs for index, op in enumerate(ops)
+                                                       if index not in views}
+    last_reader = {tensor: -1 for tensor in elements}
+    for index, tensors in enumerate(reads):
+        for tensor in tensors:
+            last_reader[tensor] = index
+    last_reader[makes[-1]] = len(ops)
+    return _Tensors(reads, makes, elements, last_reader)
+
+
+def _views(spec: ModelSpec, ops: list[Step], technique: str, training: bool) -> set[int]:
+    """The steps that make no tensor: flatten, the activations run in place, dropout where it is the identity."""
+    in_place = techniques.in_place(spec, technique)
+    return {index for index, op in enumerate(ops) if op.kind == "flatten"
+            or (op.kind in ("relu", "relu6") and op.layer in in_place)
+            or (op.kind == "dropout" and not (training and spec.layers[op.layer].rate))}
+
+
+def _live(tensors: _Tensors, index: int) -> set[int]:
+    """The tensors live while step `index` runs forward: made by then and read by it or later."""
+    return {tensor for tensor in tensors.elements if tensor <= index <= tensors.last_reader[tensor]}
+
+
+def _gradients(tensors: _Tensors, index: int, view: bool) -> set[int]:
+    """The activation gradients live during step `index`'s backward: its output's and its inputs' (the model's input
+    has none), and those of tensors made before it and read after it (a skip connection's); a view or in-place step
+    is counted as making no gradient of its own."""
+    spanning = {tensor for tensor in tensors.elements if tensor < index < tensors.last_reader[tensor]}
+    own = set() if view else {tensors.makes[index], *tensors.reads[index]}
+    mine = {tensors.makes[index]} if view else set()
+    return (own | spanning) - mine - {INPUT}
+
+
+def _extra_bytes(what: str, op: Step, batch: int, value: int) -> int:
+    """A saved value that is not one of the net's tensors, in bytes for the batch (`value`: one activation's)."""
+    if what == "channels":
+        return op.channels * FLOAT32
+    return op.outputs * {"mask": batch * BOOL, "indices": batch * INT64, "residual": value}[what]
 
 
 @dataclass(frozen=True)
@@ -135,63 +255,67 @@ class Activations:
     """What the backward pass keeps and what is in flight, in bytes for the whole batch."""
 
     saved: int  # every tensor kept for the backward pass, at the end of the forward
-    backward_peak: int  # the largest live set during the backward (saved so far + a gradient pair + weight grads)
+    backward_peak: int  # the largest live set during the backward (saved so far + live gradients + weight grads)
     backward_saved: int  # of which saved tensors
     backward_gradients: int  # of which weight gradients already produced
-    inference_transient: int  # a layer's input and output, both live, with no gradient tracking
+    inference_transient: int  # the tensors live at once at a step, with no gradient tracking
 
 
 def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
-                activation_bytes: int | None = None) -> Activations:
+                activation_bytes: int | None = None, device: str = "cpu") -> Activations:
     """Saved tensors and the backward's peak; `activation_bytes` differs from the weights' under mixed precision.
 
-    With checkpointing only each segment's input is kept; the backward recomputes one segment at a time.
+    The net runs as a graph: each tensor lives from the step that makes it to its last reader, and what a step's
+    backward keeps (`rules.saves`) lives until that step is back-propagated. The recomputing techniques
+    (`techniques.segments`) keep only each run's inputs from outside it; a run's own saved tensors exist again while
+    its backward runs, one run at a time. Tracked inference runs in evaluation mode.
     """
     ops = steps(spec, rules, bytes_per_value)
     value = batch * (activation_bytes or bytes_per_value)
-    views = {"flatten", "relu"} if technique == "inplace" else {"flatten"}  # no new tensor: a view or in place
-    # tensor ids: tensor k is the input of op k; a view's output is its input
-    ids, tensor_size, current = [], {0: ops[0].inputs * value}, 0
-    for index, op in enumerate(ops):
-        ids.append(current)
-        if op.kind not in views:
-            current = index + 1
-            tensor_size[current] = op.outputs * value
-    outputs = [*ids[1:], current]
-    first_saver: dict[int, int] = {}
+    training = technique != "tracked"
+    saves = rules.saves | (rules.cuda_saves if device == "cuda" else {})
+    saves = saves if training else saves | EVAL_SAVES
+    views = _views(spec, ops, technique, training)
+    tensors = _tensors(spec, ops, views)
+    savers: dict[int, list[int]] = {}  # tensor -> the steps that keep it
     extras = [0] * len(ops)
     for index, op in enumerate(ops):
-        for what in rules.saves[op.kind]:
+        for what in saves[op.kind]:
             if what in ("input", "output"):
-                tensor = ids[index] if what == "input" else outputs[index]
-                if tensor != 0:  # the batch itself is counted with the inputs
-                    first_saver.setdefault(tensor, index)
+                for tensor in tensors.reads[index] if what == "input" else (tensors.makes[index],):
+                    if tensor != INPUT:  # the batch itself is counted with the inputs
+                        savers.setdefault(tensor, []).append(index)
             else:
-                extras[index] += op.outputs * batch * (INT64 if what == "indices" else BOOL)
+                extras[index] += _extra_bytes(what, op, batch, value)
     loss_residual = ops[-1].outputs * value  # the difference (mse) or the softmax (cross-entropy)
-    group = [0] * len(ops)  # the checkpoint segment of each op (one group without checkpointing)
-    kept_always = 0
-    if technique == "checkpoint":
-        segment_of = {layer: number for number, segment in enumerate(techniques.segments(len(spec.layers)))
-                      for layer in segment}
-        group = [segment_of[op.layer] for op in ops]
-        starts = {ids[index] for index in range(1, len(ops)) if group[index] != group[index - 1]}
-        kept_always = sum(tensor_size[t] for t in starts)
-        first_saver = {t: saver for t, saver in first_saver.items() if t not in starts}
+    runs = techniques.segments(spec, technique) if technique in techniques.RECOMPUTING else []
+    run_of = {layer: number for number, run in enumerate(runs) for layer in run}
+    group = [run_of.get(op.layer) for op in ops]  # the recomputed run of each step, None outside every run
+    made = {op.layer: index for index, op in enumerate(ops)}
+    kept = {tensors.makes[made[source]] for run in runs for source in techniques.boundary(spec, run)[0]
+            if source != INPUT} - {INPUT}  # each run's inputs, kept for its recomputation
+    kept_always = sum(tensors.elements[tensor] for tensor in kept) * value
+    savers = {tensor: steps_ for tensor, steps_ in savers.items() if tensor not in kept}
+    saved = loss_residual + kept_always + value * sum(
+        tensors.elements[tensor] for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_))
+    saved += sum(extra for index, extra in enumerate(extras) if group[index] is None)
     largest = max((o.largest_weight for o in ops), default=0)
-    worst = (0, 0, 0)
-    for index, op in reversed(list(enumerate(ops))):
-        kept = kept_always + sum(tensor_size[t] for t, saver in first_saver.items()
-                                 if saver <= index and group[saver] == group[index])
-        kept += sum(extra for i, extra in enumerate(extras[:index + 1]) if group[i] == group[index])
-        grads = sum(o.weight_bytes for o in ops[index + 1:])
-        if rules.streams_gradients:
-            grads = min(grads, largest)
-        pair = 0 if op.kind in views else (op.outputs + (op.inputs if index else 0)) * value
-        worst = max(worst, (kept + pair + grads, kept, grads))
-    saved = loss_residual + kept_always + (0 if technique == "checkpoint" else
-                                           sum(tensor_size[t] for t in first_saver) + sum(extras))
-    transient = max((op.inputs + op.outputs) * value for op in ops if op.kind not in views)
+    worst, after = (0, 0, 0), 0
+    for index in reversed(range(len(ops))):
+        def pending(step: int, here: int = index) -> bool:  # kept, not yet back-propagated (or being recomputed)
+            return step <= here and group[step] in (None, group[here])
+
+        held = kept_always + value * sum(tensors.elements[tensor] for tensor, steps_ in savers.items()
+                                         if any(pending(s) for s in steps_))
+        held += sum(extras[step] for step in range(index + 1) if pending(step))
+        grads = min(after, largest) if rules.streams_gradients else after
+        flowing = value * sum(tensors.elements[t] for t in _gradients(tensors, index, index in views))
+        worst = max(worst, (held + flowing + grads, held, grads))
+        after += ops[index].weight_bytes
+    infer_views = _views(spec, ops, technique, training=False)
+    forward = _tensors(spec, ops, infer_views)
+    transient = max(sum(forward.elements[t] for t in _live(forward, index)) * value
+                    for index in range(len(ops)) if index not in infer_views)
     return Activations(saved, max(worst[0], saved), worst[1], worst[2], transient)
 
 
@@ -221,7 +345,7 @@ class Estimate:
     rules: str
     phases: tuple[PhaseEstimate, ...]
     floor: int
-    activation_values_per_example: int  # every layer output plus the input, ReLU in place (CS231n's count)
+    activation_values_per_example: int  # the input and every layer output, activations in place (CS231n's)
     param_count: int
 
     @property
@@ -238,23 +362,28 @@ class Estimate:
 
 
 def hand_count(spec: ModelSpec) -> int:
-    """Activation values per example as hand counts do it: the input and each layer's output, ReLU in place."""
+    """Activation values per example as hand counts do it: the input and each layer's output, activations in place,
+    flatten and dropout (the identity in inference) making no new values."""
     return math.prod(spec.input_shape) + sum(math.prod(s.output_shape) for s in spec.walk()
-                                             if s.layer.kind not in ("relu", "flatten"))
+                                             if s.layer.kind not in ("relu", "relu6", "flatten", "dropout"))
 
 
 def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_value: int) -> int:
-    """What no framework can avoid without recomputing: weights (+ gradients + optimizer state + each
-    weighted layer's input, kept for its weight gradient) when training; a layer's input and output at once
-    when not."""
-    weights = spec.weight_bytes(bytes_per_value)
-    inputs = math.prod(spec.input_shape) * batch * bytes_per_value
-    walk = spec.walk()
+    """What no framework can avoid without recomputing: the weights and statistics (+ gradients + optimizer state
+    + each weighted layer's input, kept for its weight gradient) when training; the tensors live at once at a layer
+    (its inputs and output, and what a later layer still reads) when not."""
+    weights, statistics = spec.weight_bytes(bytes_per_value), spec.statistics_bytes(bytes_per_value)
+    value = batch * bytes_per_value
     if kind != "train":
-        return weights + max((math.prod(s.input_shape) + math.prod(s.output_shape)) * batch * bytes_per_value
-                             for s in walk if not isinstance(s.layer, Flatten))
-    kept = sum(math.prod(s.input_shape) * batch * bytes_per_value for s in walk[1:] if s.params)
-    return weights * (2 + OPTIMIZER_STATE_COPIES[optimizer]) + inputs + kept
+        ops = steps(spec, RULES["neutral"], bytes_per_value)  # one step per layer: the neutral rules pad nothing
+        views = {index for index, op in enumerate(ops) if op.kind in ("flatten", "dropout")}
+        tensors = _tensors(spec, ops, views)
+        return weights + statistics + max(sum(tensors.elements[t] for t in _live(tensors, index)) * value
+                                          for index in range(len(ops)) if index not in views)
+    kept = {source: math.prod(shape) for s in spec.walk() if s.params
+            for source, shape in zip(s.inputs, s.input_shapes, strict=True) if source != INPUT}
+    return (weights * (2 + OPTIMIZER_STATE_COPIES[optimizer]) + statistics + math.prod(spec.input_shape) * value
+            + sum(kept.values()) * value)
 
 
 def _update_temporaries(rules: Rules, optimizer: str, device: str, weights: int, largest: int) -> int:
@@ -268,22 +397,26 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
 
     Techniques: mixed precision halves the activations and keeps half-precision weight copies for the
     backward; accumulation runs the activations at the micro-batch and may keep an accumulator;
-    checkpointing keeps segment inputs only; in-place ReLU makes no new tensor; tracked inference keeps
-    what a backward pass would need.
+    checkpointing, bnrelu and efficient keep only the inputs of the runs they recompute; in-place ReLU makes no new
+    tensor; tracked inference keeps what a backward pass would need. Weights include batch norm's running
+    statistics; gradients and optimizer state are sized by the trainable weights alone.
     """
     rules_name = framework if framework in RULES else "neutral"
     rules, size, batch = RULES[rules_name], DTYPES[dtype], batch or spec.default_batch
-    weights = spec.weight_bytes(size)
+    trainable = spec.weight_bytes(size)  # what gradients and optimizer state are sized by
+    weights = trainable + spec.statistics_bytes(size)  # batch norm's running statistics are weights too
     largest = max((o.largest_weight for o in steps(spec, rules, size)), default=0)
     labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(spec.output_shape) * batch * size
     inputs = math.prod(spec.input_shape) * batch * size + labels
-    state = weights * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
+    state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
     micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
     half = technique in techniques.HALF_PRECISION
-    acts = activations(spec, rules, batch // micro, size, technique, techniques.HALF_PRECISION.get(technique, size))
-    accumulator = weights * rules.accumulator_copies if micro > 1 else 0
+    acts = activations(spec, rules, batch // micro, size, technique, techniques.HALF_PRECISION.get(technique, size),
+                       device)
+    accumulator = trainable * rules.accumulator_copies if micro > 1 else 0
     # inference runs the whole batch in fp32 whatever the training technique; only these two change it
-    forward = activations(spec, rules, batch, size, technique if technique in ("inplace", "tracked") else "none")
+    forward = activations(spec, rules, batch, size, technique if technique in ("inplace", "tracked") else "none",
+                          device=device)
     phase_names = PHASES[kind]
 
     def state_by(name: str) -> int:
@@ -293,17 +426,17 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
 
     def train_step(name: str) -> PhaseEstimate:
         update = {"weights": weights, "inputs": inputs, "optimizer_state": state,
-                  "gradients": min(weights, largest) if rules.streams_gradients else weights,
+                  "gradients": min(trainable, largest) if rules.streams_gradients else trainable,
                   "accumulated_gradients": accumulator,
-                  "update_temporaries": _update_temporaries(rules, optimizer, device, weights, largest)}
+                  "update_temporaries": _update_temporaries(rules, optimizer, device, trainable, largest)}
         # the state exists during the backward pass only if it was made before this step's forward
         made, here = phase_names.index(rules.optimizer_state_phase), phase_names.index(name)
         before = state if here > made or (here == made and rules.state_before_step) else 0
         in_place_sum = micro > 1 and not rules.accumulator_copies  # torch: earlier micro-batches' .grad
         backward = {"weights": weights, "inputs": inputs, "optimizer_state": before,
-                    "gradients": weights if in_place_sum else acts.backward_gradients,
+                    "gradients": trainable if in_place_sum else acts.backward_gradients,
                     "accumulated_gradients": accumulator, "saved_activations": acts.backward_saved,
-                    "half_weights": weights // 2 if half else 0,
+                    "half_weights": trainable // 2 if half else 0,
                     "transient": acts.backward_peak - acts.backward_saved - acts.backward_gradients}
         if sum(update.values()) >= sum(backward.values()):
             live = "the largest gradient in flight" if rules.streams_gradients else "every gradient"
@@ -313,7 +446,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     def resting(name: str, moment: str, extra: dict[str, int]) -> PhaseEstimate:
         kept = {"weights": weights, "inputs": inputs, "optimizer_state": state_by(name)}
         if rules.keeps_gradients and name == "inference" and kind == "train":
-            kept["gradients"] = weights
+            kept["gradients"] = trainable
         return PhaseEstimate(name, moment, kept | extra)
 
     phases = []

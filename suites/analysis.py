@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models import backends
+from models import backends, techniques
 from models.record import phase
 from models.scenario import Scenario
 from suites.constants import PROBE
@@ -67,6 +67,7 @@ class Saving:
     measured_share: float | None = None
     predicted: int | None = None
     time_ratio: float | None = None
+    caveat: str | None = None  # what else the technique changes (accumulating with batch norm: its statistics)
 
 
 def _label(record: dict) -> str:
@@ -103,8 +104,16 @@ def savings(run: dict) -> list[Saving]:
         result.append(Saving(scenario["framework"], scenario["model"], label, scenario["kind"], None,
                              theirs.measured - ours.measured,
                              (theirs.measured - ours.measured) / theirs.measured, theirs.estimate - ours.estimate,
-                             ours.seconds / theirs.seconds if theirs.seconds else None))
+                             ours.seconds / theirs.seconds if theirs.seconds else None, _caveat(record)))
     return result
+
+
+def _caveat(record: dict) -> str | None:
+    """Accumulating micro-batches changes a batch-normalized net's arithmetic, not only its memory."""
+    scenario = Scenario.from_dict(record["scenario"])
+    if scenario.technique == "accumulate" and any(layer.kind == "batchnorm" for layer in scenario.spec.layers):
+        return techniques.ACCUMULATE_WITH_BATCH_NORM
+    return None
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,7 @@ class Fit:
     """
 
     framework: str
+    model: str  # the model swept across batches; the plain family across depths
     technique: str
     view: str
     points: tuple[tuple[int, int], ...]
@@ -145,23 +155,26 @@ def _fit(points: list[tuple[int, int]]) -> tuple[float, float, float]:
 
 
 def sweep_fits(run: dict, axis: str) -> list[Fit]:
-    """Memory against the batch (keras-small: the whole training peak) or the depth (plain-N: its activations)."""
-    groups: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    """Memory against the batch (each model measured at several batches: the whole training peak) or the depth
+    (plain-N: its activations)."""
+    groups: dict[tuple[str, str, str, str, str], list[tuple[int, int]]] = {}
     for record in run["records"]:
         scenario = Scenario.from_dict(record["scenario"]).to_dict()
         found = peak(record)
-        if found is None:
+        if found is None or scenario["model"] == PROBE:
             continue
-        if axis == "batch" and scenario["model"] == "keras-small":
-            x, y = scenario["batch"], found.measured
-        elif axis == "depth" and scenario["model"].startswith("plain-"):
-            x, y = int(scenario["model"].removeprefix("plain-")), found.activations_measured
+        family = scenario["model"].startswith("plain-")
+        if axis == "batch" and not family:
+            model, x, y = scenario["model"], scenario["batch"], found.measured
+        elif axis == "depth" and family:
+            model, x, y = "plain-N", int(scenario["model"].removeprefix("plain-")), found.activations_measured
         else:
             continue
-        groups.setdefault((scenario["framework"], scenario["technique"], scenario["optimizer"], found.view),
+        groups.setdefault((model, scenario["framework"], scenario["technique"], scenario["optimizer"], found.view),
                           []).append((x, y))
-    return [Fit(framework, technique, view, tuple(sorted(points)), *_fit(points))
-            for (framework, technique, _, view), points in sorted(groups.items()) if len({x for x, _ in points}) >= 2]
+    return [Fit(framework, model, technique, view, tuple(sorted(points)), *_fit(points))
+            for (model, framework, technique, _, view), points in sorted(groups.items())
+            if len({x for x, _ in points}) >= 2]
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ class Part:
 DOUBLING_BATCHES = tuple(2**power for power in range(9))  # 1 to 256
 DEPTHS = tuple(f"plain-{2**power}" for power in range(3, 9))  # 8 to 256
 TECHNIQUE_MODEL, TECHNIQUE_BATCH = "plain-16", 16
+# Story 2's tricks on the nets they are about, at the real nets' catalogue batch (8; see the catalogue)
+REAL_NET_TECHNIQUES = ("none", "inplace", "checkpoint", "bnrelu", "efficient", "accumulate")
+RESNET_BATCHES = (1, 2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,12 @@ FIT_QUESTIONS = (
 
 
 SUITES: dict[str, tuple[Part, ...]] = {
-    # story 3 (keras200m, train and infer) and story 1 (heatmap68, inference only); keras-small is measured
-    # across batches by the sweeps suite. Sized to finish within 5 minutes on a GPU box with every framework
-    # (README: how long each suite takes).
-    "default": (Part(models=("keras200m",)), Part(models=("heatmap68",), kinds=("infer",))),
+    # story 3 (keras200m, train and infer), story 1 (heatmap68, inference only) and the net people train
+    # (resnet50 at batch 8, train and infer: batch norm, residuals, activations larger than the weights);
+    # keras-small is measured across batches by the sweeps suite. Sized to finish within 8 minutes on the
+    # 2-core CPU machine and near 5 on a GPU box with every framework (README: how long each suite takes).
+    "default": (Part(models=("keras200m",)), Part(models=("heatmap68",), kinds=("infer",)),
+                Part(models=("resnet50",))),
     "allocators": (
         Part(models=("keras200m", "heatmap68"), kinds=("train",), every_allocator_mode=True),
         # the context alone, with CUDA's lazy and eager module loading
@@ -73,10 +78,12 @@ SUITES: dict[str, tuple[Part, ...]] = {
              techniques=("none", "inplace", "checkpoint", "fp16", "bf16", "accumulate", "empty_cache")),
         Part(models=(TECHNIQUE_MODEL,), kinds=("train",), batches=(TECHNIQUE_BATCH,), optimizers=("sgd", "momentum")),
         Part(models=(TECHNIQUE_MODEL,), kinds=("infer",), batches=(TECHNIQUE_BATCH,), techniques=("none", "tracked")),
+        Part(models=("resnet50", "densenet121"), kinds=("train",), techniques=REAL_NET_TECHNIQUES),
     ),
     "sweeps": (
         Part(models=("keras-small",), kinds=("train",), batches=DOUBLING_BATCHES),
         Part(models=DEPTHS, kinds=("train",), techniques=("none", "checkpoint")),
+        Part(models=("resnet50",), kinds=("train",), batches=RESNET_BATCHES),
     ),
     "fit": (),  # questions, not scenarios: FIT_QUESTIONS
 }

@@ -282,11 +282,16 @@ def technique_savings(run: dict, path: Path) -> Path:
     """Per technique, each framework's measured saving at the training peak (bars) and the predicted (marks)."""
     found = [s for s in analysis.savings(run) if s.unavailable is None]
     frameworks = list(dict.fromkeys(s.framework for s in analysis.savings(run)))
-    labels = list(dict.fromkeys(s.technique for s in analysis.savings(run)))
+    models = list(dict.fromkeys(s.model for s in analysis.savings(run)))
+
+    def label(saving: analysis.Saving) -> str:
+        return saving.technique if len(models) == 1 else f"{saving.technique} ({saving.model})"
+
+    labels = list(dict.fromkeys(label(s) for s in sorted(analysis.savings(run), key=lambda s: models.index(s.model))))
     figure, axes = _grid(1, 2)
     width = 0.8 / max(len(frameworks), 1)
     for index, framework in enumerate(frameworks):
-        mine = {s.technique: s for s in found if s.framework == framework}
+        mine = {label(s): s for s in found if s.framework == framework}
         xs = [i + (index - (len(frameworks) - 1) / 2) * width for i in range(len(labels))]
         axes[0][0].bar(xs, [mine[t].measured / MIB if t in mine else 0 for t in labels], width, color=f"C{index}")
         axes[0][0].scatter([x for x, t in zip(xs, labels, strict=True) if t in mine],
@@ -302,20 +307,28 @@ def technique_savings(run: dict, path: Path) -> Path:
     return _finish(figure, run, "what each technique saves against Adam with no technique", frameworks, path)
 
 
+MARKERS = (("o", "circles"), ("s", "squares"), ("^", "triangles"), ("D", "diamonds"))
+
+
 def sweeps(run: dict, path: Path) -> Path:
     """Memory against batch (keras-small) and depth (plain-N, with and without checkpointing), with fitted slopes."""
     frameworks = list(dict.fromkeys(r["scenario"]["framework"] for r in run["records"]))
     figure, axes = _grid(1, 2)
     for axis, axis_name in zip(axes[0], ("batch", "depth"), strict=True):
-        for fit in analysis.sweep_fits(run, axis_name):
+        fits = analysis.sweep_fits(run, axis_name)
+        models = list(dict.fromkeys(fit.model for fit in fits))
+        for fit in fits:
             xs, ys = zip(*fit.points, strict=True)
             style = "--" if fit.technique == "checkpoint" else "-"
-            axis.plot(xs, [max(y, 1) / MIB for y in ys], style, marker="o", color=f"C{frameworks.index(fit.framework)}",
-                      label=f"{fit.framework} {fit.technique} ({fit.view}): exponent {fit.exponent:.2f}, "
+            marker = MARKERS[models.index(fit.model) % len(MARKERS)][0]
+            axis.plot(xs, [max(y, 1) / MIB for y in ys], style, marker=marker,
+                      color=f"C{frameworks.index(fit.framework)}",
+                      label=f"{fit.model} {fit.framework} {fit.technique} ({fit.view}): exponent {fit.exponent:.2f}, "
                             f"{fit.slope / MIB:.2f} MiB per {'example' if axis_name == 'batch' else 'layer'}")
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
-        axis.set_xlabel("batch (keras-small)" if axis_name == "batch" else "depth N (plain-N, batch 8)")
+        shapes = ", ".join(f"{shape}: {model}" for model, (_, shape) in zip(models, MARKERS, strict=False))
+        axis.set_xlabel(f"batch ({shapes})" if axis_name == "batch" else "depth N (plain-N, batch 8)")
         axis.set_ylabel("training peak (MiB)" if axis_name == "batch" else "activation memory at the peak (MiB)")
         axis.legend(fontsize=7)
         axis.grid(alpha=0.3)

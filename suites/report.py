@@ -124,15 +124,18 @@ def _savings_section(run: dict) -> list[str]:
              "memory. Time: the steady step's seconds over the baseline's.", "",
              "| technique | model | framework | saved (MiB) | saved | predicted (MiB) | step time |",
              "|---|---|---|---:|---:|---:|---:|"]
+    caveats = list(dict.fromkeys(saving.caveat for saving in found if saving.caveat))
     for saving in sorted(found, key=lambda s: (s.technique, s.model, s.framework)):
+        technique = saving.technique + (f" [{caveats.index(saving.caveat) + 1}]" if saving.caveat else "")
         if saving.unavailable:
-            lines.append(f"| {saving.technique} | {saving.model} | {saving.framework} | not available: "
+            lines.append(f"| {technique} | {saving.model} | {saving.framework} | not available: "
                          f"{saving.unavailable} | | | |")
             continue
-        lines.append(f"| {saving.technique} | {saving.model} | {saving.framework} | {_mib(saving.measured)} | "
+        lines.append(f"| {technique} | {saving.model} | {saving.framework} | {_mib(saving.measured)} | "
                      f"{_share(saving.measured_share)} | {_mib(saving.predicted)} | "
                      + (f"{saving.time_ratio:.2f}x |" if saving.time_ratio else "- |"))
-    return lines
+    notes = [f"[{number}] Not the same arithmetic: {caveat}." for number, caveat in enumerate(caveats, start=1)]
+    return lines + (["", *notes] if notes else [])
 
 
 def _fits_section(run: dict) -> list[str]:
@@ -153,14 +156,14 @@ def _sweeps_section(run: dict) -> list[str]:
             if not lines:
                 lines = ["", "## Growth with batch and depth", "",
                          "Fitted y = c + b x^k by least squares (k in steps of 0.01), and the linear slope. "
-                         "Batch: keras-small's training peak. Depth: plain-N's activation memory: in the "
+                         "Batch: each swept model's training peak. Depth: plain-N's activation memory: in the "
                          "allocator's view, what the steady step added to what the allocator held when it began; "
                          "in the driver's view, the peak minus the measured constant and the weights, gradients, "
                          "optimizer state, inputs and update temporaries.", "",
-                         "| sweep | framework | technique | exponent k | offset c | slope | points (x: MiB) |",
-                         "|---|---|---|---:|---:|---:|---|"]
+                         "| sweep | model | framework | technique | exponent k | offset c | slope | points (x: MiB) |",
+                         "|---|---|---|---|---:|---:|---:|---|"]
             unit = "example" if axis == "batch" else "layer"
-            lines.append(f"| {axis} | {growth.framework} | {growth.technique} ({growth.view}) | "
+            lines.append(f"| {axis} | {growth.model} | {growth.framework} | {growth.technique} ({growth.view}) | "
                          f"{growth.exponent:.2f} | {_mib(growth.offset)} | "
                          f"{growth.slope / 2**20:.2f} MiB per {unit} | "
                          + ", ".join(f"{x}: {_mib(y)}" for x, y in growth.points) + " |")

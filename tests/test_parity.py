@@ -162,3 +162,20 @@ def test_training_mode_agrees_and_updates_the_same_statistics(spec: ModelSpec, t
             unbiased = (1 - momentum) * old + momentum * batch_biased * count / (count - 1)
             np.testing.assert_allclose(results["torch"][key], unbiased, rtol=1e-4, atol=1e-5)
             assert not np.allclose(results["torch"][key], next(iter(biased.values()))[key], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_dropout_in_training_drops_its_rate_and_scales_the_rest(framework: str, tmp_path: Path) -> None:
+    """Dropout's mask is each framework's own random draw, so training-mode parity runs at rate 0; here each
+    framework's training-mode dropout is checked for what it must do: drop about `rate`, scale the rest by
+    1 / (1 - rate)."""
+    spec = ModelSpec("parity-dropout", (20_000,), (Dropout(0.3),), "mse")
+    arrays = _arrays(spec, batch=4)
+    np.savez(tmp_path / "arrays.npz", **arrays)
+    scenario = Scenario(framework=framework, model=spec.name, batch=4, spec_json=spec.to_dict())
+    run_worker(framework, "forward", json.dumps(scenario.to_dict()), str(tmp_path / "arrays.npz"),
+               str(tmp_path / "out.npz"), "--training")
+    output, inputs = np.load(tmp_path / "out.npz")["output"], arrays["inputs"]
+    dropped = output == 0
+    assert abs(dropped.mean() - 0.3) < 0.01
+    np.testing.assert_allclose(output[~dropped], inputs[~dropped] / 0.7, rtol=1e-5)
