@@ -32,6 +32,7 @@ class Rules:
 
     saves: dict[str, tuple[str, ...]]  # layer kind -> what its backward keeps (SAVED_KINDS)
     cuda_saves: dict[str, tuple[str, ...]]  # the kinds whose CUDA kernel keeps something else, and what
+    in_place_saves: dict[str, tuple[str, ...]]  # the activations that keep something else when run in place
     label_bytes: int  # one integer class label
     explicit_padding: bool  # asymmetric 'same' padding is a padded copy of the input
     pixel_padding: bool  # a conv's or max-pool's padding in pixels is a padded copy of the input (Keras's layers)
@@ -54,7 +55,8 @@ EVAL_SAVES = {"batchnorm": ("input",)}
 BN_CHANNELS = ("channels",) * 4  # the per-channel vectors a composed batch norm's gradient reads (Keras)
 RULES = {
     "neutral": Rules(
-        saves=NEUTRAL_SAVES, cuda_saves={}, label_bytes=INT64, explicit_padding=False, pixel_padding=False,
+        saves=NEUTRAL_SAVES, cuda_saves={}, in_place_saves={}, label_bytes=INT64, explicit_padding=False,
+        pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=False, streams_gradients=False,
         init_copies=0, accumulator_copies=0, update_temporaries={},
         why="no framework named: what a backward pass needs at least: each weighted layer (conv, dense, batch norm)"
@@ -64,14 +66,16 @@ RULES = {
     "torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
                                "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",)},
-        cuda_saves={"dropout": ("mask",)}, label_bytes=INT64, explicit_padding=True, pixel_padding=False,
+        cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
+        explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_gradients=False,
         init_copies=0,
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
             " input, ReLU its output, max_pool2d its input and int64 indices (its padding is inside the op);"
             " native_batch_norm its input and the per-channel save_mean and save_invstd (its weight and running"
-            " statistics are the module's own); hardtanh (ReLU6) its input, which in place is its output;"
+            " statistics are the module's own); hardtanh (ReLU6) its input, and in place (hardtanh_, whose formula"
+            " reads the original input) a clone of it, so in place it keeps as much (relu_ keeps its result);"
             " avg_pool2d its input; add, cat and the mean over H and W nothing; dropout on the CPU multiplies by a"
             " float noise tensor it keeps, on CUDA native_dropout keeps a bool mask (derivatives.yaml; not run"
             " here); ZeroPad2d's padded copy replaces the conv input where 'same' is uneven, integer padding is"
@@ -80,7 +84,7 @@ RULES = {
             " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad"),
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
-        cuda_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
+        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_gradients=True,
         init_copies=2,
         accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
@@ -100,7 +104,7 @@ RULES = {
             " of a variable; drawing a random tensor (initializer or batch) makes two temporaries of it"),
     "jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3},
-        cuda_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=False,
+        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=False,
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_gradients=False,
         init_copies=2,
         accumulator_copies=1, update_temporaries={},
@@ -116,7 +120,7 @@ RULES = {
             " two temporaries of the tensor drawn at build"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
-        cuda_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
+        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
         streams_gradients=False, init_copies=2, accumulator_copies=1, update_temporaries={},
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
@@ -130,7 +134,7 @@ RULES = {
     "keras-torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
                                "batchnorm": ("input", "residual", *BN_CHANNELS)},
-        cuda_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True,
+        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_gradients=False, init_copies=2, accumulator_copies=1,
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
@@ -280,7 +284,8 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     savers: dict[int, list[int]] = {}  # tensor -> the steps that keep it
     extras = [0] * len(ops)
     for index, op in enumerate(ops):
-        for what in saves[op.kind]:
+        in_place = op.kind in ("relu", "relu6") and index in views
+        for what in rules.in_place_saves.get(op.kind, saves[op.kind]) if in_place else saves[op.kind]:
             if what in ("input", "output"):
                 for tensor in tensors.reads[index] if what == "input" else (tensors.makes[index],):
                     if tensor != INPUT:  # the batch itself is counted with the inputs

@@ -31,6 +31,9 @@ ACCUMULATION_STEPS = 4
 HALF_PRECISION = {"fp16": 2, "bf16": 2}
 TRAIN_ONLY = ("checkpoint", "bnrelu", "efficient", "fp16", "bf16", "accumulate", "empty_cache")
 RECOMPUTING = ("checkpoint", "bnrelu", "efficient")  # the techniques that recompute segments (see `segments`)
+RECOMPUTE_WITH_BATCH_NORM_ON_TORCH = ("torch.utils.checkpoint re-runs the forward pass in training mode during the "
+                                     "backward pass, so each recomputed batch norm updates its running statistics "
+                                     "twice a step (num_batches_tracked reads 2 after one step)")
 ACCUMULATE_WITH_BATCH_NORM = ("batch norm normalizes each micro-batch by its own statistics and updates the running "
                               "statistics once per micro-batch: the arithmetic is not the full batch's")
 INFER_ONLY = ("tracked",)

@@ -109,10 +109,15 @@ def savings(run: dict) -> list[Saving]:
 
 
 def _caveat(record: dict) -> str | None:
-    """Accumulating micro-batches changes a batch-normalized net's arithmetic, not only its memory."""
+    """What a technique changes in a batch-normalized net besides memory: accumulating normalizes micro-batches;
+    torch's checkpoint updates the running statistics again when it recomputes."""
     scenario = Scenario.from_dict(record["scenario"])
-    if scenario.technique == "accumulate" and any(layer.kind == "batchnorm" for layer in scenario.spec.layers):
+    if not any(layer.kind == "batchnorm" for layer in scenario.spec.layers):
+        return None
+    if scenario.technique == "accumulate":
         return techniques.ACCUMULATE_WITH_BATCH_NORM
+    if scenario.technique in techniques.RECOMPUTING and backends.backend(scenario.framework) == "torch":
+        return techniques.RECOMPUTE_WITH_BATCH_NORM_ON_TORCH
     return None
 
 

@@ -1,0 +1,179 @@
+"""The estimate on graph specs: what skip connections, concatenations and the recomputing techniques do to the
+arithmetic, and the rules for the layer kinds only graph nets have."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from models import techniques
+from models.catalogue import Graph, get_model
+from models.estimate import RULES, activations, estimate, floor, hand_count, steps
+from models.spec import (
+    Add,
+    AvgPool2D,
+    BatchNorm,
+    Concat,
+    Conv2D,
+    Dense,
+    Dropout,
+    Flatten,
+    GlobalAvgPool,
+    MaxPool2D,
+    ModelSpec,
+    ReLU,
+    ReLU6,
+)
+
+
+def small_graph() -> ModelSpec:
+    """Every layer kind of the graph nets, small: a stem (conv, batch norm, ReLU, padded max-pool), a residual block
+    (add), an inverted residual (depthwise conv, ReLU6), a dense block (concat feeding batch norm, ReLU, conv), then
+    dropout on a feature map, average and global pooling and a classifier. Each block is a checkpoint run."""
+    net = Graph()
+    net.conv_bn(8, 3)
+    x = net.add(MaxPool2D(3, 2, padding=1))
+    net.block = "residual"
+    y = net.conv_bn(8, 3, source=x)
+    y = net.conv_bn(8, 3, activation=None)
+    x = net.add(ReLU(), net.add(Add(), y, x))
+    net.block = "inverted"
+    y = net.conv_bn(16, 1, source=x, activation=ReLU6)
+    y = net.conv_bn(16, 3, groups=16, activation=ReLU6)
+    y = net.conv_bn(8, 1, activation=None)
+    x = net.add(Add(), x, y)
+    net.block = "dense"
+    features = [x]
+    for _ in range(2):
+        joined = net.add(Concat(), *features) if len(features) > 1 else features[0]
+        net.add(BatchNorm(), joined)
+        net.add(ReLU())
+        features.append(net.add(Conv2D(4, 3, padding=1, bias=False)))
+    x = net.add(Concat(), *features)
+    net.block = ""
+    net.add(Dropout(0.2), x)
+    net.add(AvgPool2D(2))
+    net.add(GlobalAvgPool())
+    net.add(Dense(10))
+    return net.spec("graph-small", (16, 16, 3), "cross_entropy", "every graph layer kind, small", batch=2)
+
+
+def dense_block(layers: int, growth: int = 8) -> ModelSpec:
+    """One DenseNet block: each layer reads the concatenation of every earlier feature map (BN-ReLU-conv 3x3)."""
+    net = Graph()
+    features = [net.add(Conv2D(growth, 3, padding=1, bias=False))]
+    for _ in range(layers):
+        joined = net.add(Concat(), *features) if len(features) > 1 else features[0]
+        net.add(BatchNorm(), joined)
+        net.add(ReLU())
+        features.append(net.add(Conv2D(growth, 3, padding=1, bias=False)))
+    net.add(Concat(), *features)
+    net.add(GlobalAvgPool())
+    net.add(Dense(10))
+    return net.spec(f"dense-{layers}", (16, 16, 3), "cross_entropy", "a dense block", batch=8)
+
+
+def test_every_framework_has_a_rule_with_a_reason_for_every_layer_kind() -> None:
+    kinds = {layer.kind for name in ("resnet50", "mobilenetv2", "densenet121") for layer in get_model(name).layers}
+    for name, rules in RULES.items():
+        assert kinds | {"pad", "flatten"} <= rules.saves.keys(), name
+        for kind in ("batchnorm", "add", "concat", "avgpool2d", "global_avg_pool", "relu6", "dropout"):
+            assert rules.saves[kind] == () or kind.replace("2d", "").replace("_", " ") in rules.why.lower() or \
+                   name == "neutral", (name, kind)
+        assert rules.saves["add"] == rules.saves["concat"] == ()  # a sum's and a join's gradients need only shapes
+
+
+def test_dense_block_keeps_quadratically_without_efficient_and_linearly_with_it() -> None:
+    torch = RULES["torch"]
+    plain = [activations(dense_block(n), torch, 8, 4).saved for n in (8, 16, 32)]
+    efficient = [activations(dense_block(n), torch, 8, 4, "efficient").saved for n in (8, 16, 32)]
+    for kept in (plain, efficient):
+        assert kept[0] < kept[1] < kept[2]
+    # each layer keeps its concatenation (and its ReLU's output): k + 2k + ... grows as n^2
+    assert math.log2(plain[2] / plain[1]) > 1.7
+    # recomputing concat-BN-ReLU-conv keeps each layer's own feature map only: n
+    assert 0.9 < math.log2(efficient[2] / efficient[1]) < 1.1
+    assert efficient[2] < plain[2] / 5
+
+
+@pytest.mark.parametrize("framework", list(RULES))
+def test_bnrelu_keeps_less_than_none_on_resnet50(framework: str) -> None:
+    spec = get_model("resnet50")
+    none, bnrelu = (activations(spec, RULES[framework], 8, 4, technique) for technique in ("none", "bnrelu"))
+    assert bnrelu.saved < none.saved and bnrelu.backward_peak < none.backward_peak
+    checkpoint = activations(spec, RULES[framework], 8, 4, "checkpoint")
+    assert checkpoint.saved < bnrelu.saved  # a whole bottleneck recomputed keeps only its input
+
+
+def _skip(kind: type) -> ModelSpec:
+    """Three 1x1 convs; the last layer adds the first conv's output back (Add) or only reads the third (ReLU)."""
+    net = Graph()
+    first = net.add(Conv2D(4, 1, padding=0))
+    net.add(Conv2D(4, 1, padding=0))
+    third = net.add(Conv2D(4, 1, padding=0))
+    net.add(Add(), third, first) if kind is Add else net.add(ReLU(), third)
+    net.add(Flatten())
+    net.add(Dense(1))
+    return net.spec("skip", (8, 8, 4), "mse", "a skip connection", batch=64)
+
+
+def test_a_skip_connection_keeps_a_second_gradient_alive() -> None:
+    """Back-propagating the convs under a skip, the skip's gradient (from the add) waits for the first conv: three
+    activation gradients live at once where a chain has two (its output's and its input's)."""
+    activation = 64 * 8 * 8 * 4 * 4  # one 8x8x4 map for the batch of 64, in bytes
+    for kind, live in ((Add, 3), (ReLU, 2)):
+        acts = activations(_skip(kind), RULES["neutral"], 64, 4)
+        assert acts.backward_peak - acts.backward_saved - acts.backward_gradients == live * activation, kind
+
+
+def test_in_place_activations_follow_the_spec_and_torch_relu6_keeps_a_clone() -> None:
+    spec, torch = get_model("mobilenetv2"), RULES["torch"]
+    assert techniques.in_place(spec, "inplace")  # every ReLU6 reads a batch norm that nothing else reads
+    # hardtanh_'s backward reads its original input, so autograd keeps a clone: in place saves no backward memory
+    assert activations(spec, torch, 8, 4, "inplace").saved == activations(spec, torch, 8, 4).saved
+    assert activations(spec, RULES["neutral"], 8, 4, "inplace").saved < activations(spec, RULES["neutral"], 8, 4).saved
+    # but the forward makes fewer tensors: inference holds less at once
+    assert activations(spec, torch, 8, 4, "inplace").inference_transient \
+        < activations(spec, torch, 8, 4).inference_transient
+
+
+def test_keras_pads_pixel_padding_as_a_copy_the_others_inside_the_op() -> None:
+    spec = get_model("resnet50")  # a 7x7 conv padded by 3, a 3x3 max-pool padded by 1, 3x3 convs padded by 1
+    padded = sum(1 for layer in spec.layers if getattr(layer, "padding", 0) not in (0, "valid", "same"))
+    for name, rules in RULES.items():
+        pads = [op for op in steps(spec, rules, 4) if op.kind == "pad"]
+        assert len(pads) == (padded if name.startswith("keras-") else 0), name
+    stem = steps(spec, RULES["keras-jax"], 4)[:2]
+    assert [op.kind for op in stem] == ["pad", "conv2d"] and stem[0].outputs == 230 * 230 * 3 == stem[1].inputs
+
+
+def test_torch_dropout_keeps_float_noise_on_the_cpu_and_a_bool_mask_on_cuda() -> None:
+    spec, torch = small_graph(), RULES["torch"]
+    feature_map = 8 * 8 * 16  # the dense block's output, which dropout reads
+    cpu, cuda = (activations(spec, torch, 2, 4, device=device).saved for device in ("cpu", "cuda"))
+    assert cpu - cuda == feature_map * 2 * (4 - 1)
+
+
+def test_weights_count_statistics_but_gradients_and_state_do_not() -> None:
+    spec = get_model("resnet50")
+    assert spec.statistics_count == 2 * spec.param_count // 2 - spec.param_count + spec.statistics_count  # defined
+    train = estimate(spec, "train", 8, "adam", framework="torch")
+    step = train.phase("train_step_2").items
+    trainable, statistics = spec.weight_bytes(), spec.statistics_bytes()
+    assert statistics == 53_120 * 4
+    assert step["weights"] == trainable + statistics
+    assert train.phase("inference").items["gradients"] == trainable  # torch keeps .grad
+    assert train.phase("compile").items["optimizer_state"] == 0
+    assert estimate(spec, "train", 8, "adam", framework="jax").phase("compile").items["optimizer_state"] == 2 * trainable
+    assert floor(spec, "infer", 1, "adam", 4) > spec.weight_bytes() + spec.statistics_bytes()
+
+
+def test_inference_holds_the_skip_and_hand_count_counts_each_new_tensor() -> None:
+    spec = get_model("resnet50")
+    # the largest live set: the 112x112x64 stem conv output and its batch norm's (the input batch has no other reader)
+    peak = activations(spec, RULES["torch"], 1, 4).inference_transient
+    assert peak == (224 * 224 * 3 + 2 * 112 * 112 * 64) * 4
+    assert floor(spec, "infer", 1, "sgd", 4) == spec.weight_bytes() + spec.statistics_bytes() + peak
+    relu_free = sum(math.prod(s.output_shape) for s in spec.walk() if s.layer.kind != "relu")
+    assert hand_count(spec) == 224 * 224 * 3 + relu_free
