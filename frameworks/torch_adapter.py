@@ -242,7 +242,8 @@ class TorchAdapter(Adapter):
 
     def train_step(self) -> dict[str, float]:
         """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward."""
-        owned = {t.untyped_storage().data_ptr() for t in (*self.model.parameters(), self.inputs, self.targets)}
+        owned = {t.untyped_storage().data_ptr() for t in (*self.model.parameters(), *self.model.buffers(), self.inputs,
+                                                          self.targets)}
         saved: dict[int, int] = {}
 
         def pack(tensor: torch.Tensor) -> torch.Tensor:

@@ -44,6 +44,8 @@ class Rules:
     accumulator_copies: int  # gradient accumulation: 0 where gradients add up in place (torch's .grad)
     update_temporaries: dict[tuple[str, str], tuple[str, int]]  # (optimizer, device) -> (of "largest"|"all", copies)
     why: str
+    # technique -> the layer kinds whose outputs a checkpoint policy over the whole net keeps; all else is recomputed
+    policy_keeps: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
@@ -77,10 +79,10 @@ RULES = {
             " statistics are the module's own); hardtanh (ReLU6) its input, and in place (hardtanh_, whose formula"
             " reads the original input) a clone of it, so in place it keeps as much (relu_ keeps its result);"
             " avg_pool2d its input; add, cat and the mean over H and W nothing; dropout on the CPU multiplies by a"
-            " float noise tensor it keeps, on CUDA native_dropout keeps a bool mask (derivatives.yaml; not run"
-            " here); ZeroPad2d's padded copy replaces the conv input where 'same' is uneven, integer padding is"
-            " inside the conv; Adam's state arrives in the first step(); on the CPU Adam runs per tensor"
-            " (sqrt and divide make two temporaries of the largest parameter), on CUDA it is foreach"
+            " float noise tensor it keeps, on CUDA the fused native_dropout keeps a bool mask (torchgen's"
+            " derivatives.yaml: result1; not run here); ZeroPad2d's padded copy replaces the conv input where 'same' is"
+            " uneven, integer padding is inside the conv; Adam's state arrives in the first step(); on the CPU Adam"
+            " runs per tensor (sqrt and divide make two temporaries of the largest parameter), on CUDA it is foreach"
             " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad"),
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
@@ -91,46 +93,47 @@ RULES = {
                             ("sgd", "cpu"): ("largest", 1), ("sgd", "cuda"): ("largest", 1),
                             ("momentum", "cpu"): ("largest", 1), ("momentum", "cuda"): ("largest", 1)},
         why="gradient functions (nn_grad.py, math_grad.py; the forward tensors the traced step's gradient ops read):"
-            " Conv2D, DepthwiseConv2dNative and MatMul keep their input, Relu and Relu6 their output, MaxPool its"
-            " input and output, AvgPool, Mean, AddV2 and ConcatV2 only shapes; Keras's BatchNormalization is"
-            " composed (tf.nn.moments, tf.nn.batch_normalization): SquaredDifference and Mul keep its input plus"
-            " per-channel mean, rsqrt and scale (not the fused kernel; grappler might still rewrite it);"
-            " stateless_dropout keeps the bool keep-mask of its SelectV2; Keras pads integer padding with"
-            " ZeroPadding2D and max-pool padding with a -inf pad layer, padded copies whose Pad gradient keeps"
-            " nothing (XLA, where Keras compiles with it, may fold them into the conv); Keras builds the"
-            " optimizer's variables at the first train_on_batch, before the step runs (Trainer._symbolic_build);"
-            " the traced step is a dataflow graph, so each variable's update runs once its gradient exists and"
-            " gradients are not all live at once (one largest in flight); Keras's Adam update keeps two temporaries"
-            " of a variable; drawing a random tensor (initializer or batch) makes two temporaries of it"),
+            " Conv2D, DepthwiseConv2dNative and MatMul keep their input, Relu and Relu6 their output, MaxPool its input"
+            " and output, AvgPool, Mean, AddV2 and ConcatV2 only shapes; Keras's BatchNormalization is composed"
+            " (tf.nn.moments, tf.nn.batch_normalization): SquaredDifference and Mul keep its input plus per-channel"
+            " mean, rsqrt and scale (not the fused kernel; grappler might still rewrite it); stateless_dropout keeps"
+            " the bool keep-mask of its SelectV2; Keras pads integer padding with ZeroPadding2D and max-pool padding"
+            " with a -inf pad layer, padded copies whose Pad gradient keeps nothing (XLA, where Keras compiles with it,"
+            " may fold them into the conv); Keras builds the optimizer's variables at the first train_on_batch, before"
+            " the step runs (Trainer._symbolic_build); the traced step is a dataflow graph, so each variable's update"
+            " runs once its gradient exists and gradients are not all live at once (one largest in flight); Keras's"
+            " Adam update keeps two temporaries of a variable; drawing a random tensor (initializer or batch) makes two"
+            " temporaries of it"),
     "jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=False,
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_gradients=False,
         init_copies=2,
-        accumulator_copies=1, update_temporaries={},
-        why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their"
-            " input, relu's and relu6's jvp a boolean mask, reduce_window max its operand (padding inside);"
-            " avg pooling, the mean, add and concatenate are linear and keep nothing; dropout's where keeps its"
-            " bool mask; the plain-jnp batch norm keeps three tensors of its size (2(x - mean) from the variance's"
-            " square, x - mean, and the normalized x), which XLA's CPU buffers confirm (+3 activations per batch"
-            " norm, per-channel vectors negligible); measured on XLA's CPU, ReLU after batch norm costs nothing"
-            " and a lone ReLU a float activation rather than a bool mask, dropout about two: the rules keep the"
-            " residuals; optax's state is created in compile (optimizer.init); the update is fused into the jitted"
-            " step with parameters and state donated, so it adds no temporaries; jax.random makes bits then floats:"
-            " two temporaries of the tensor drawn at build"),
+        accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)},
+        why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their input,"
+            " relu's and relu6's jvp a boolean mask, reduce_window max its operand (padding inside); avg pooling, the"
+            " mean, add and concatenate are linear and keep nothing; dropout's where keeps its bool mask; the plain-jnp"
+            " batch norm keeps three tensors of its size (2(x - mean) from the variance's square, x - mean, and the"
+            " normalized x), which XLA's CPU buffers confirm (+3 activations per batch norm, per-channel vectors"
+            " negligible); measured on XLA's CPU, ReLU after batch norm costs nothing and a lone ReLU a float"
+            " activation rather than a bool mask, dropout about two: the rules keep the residuals; bnrelu is estimated"
+            " by the adapter's policy: one jax.checkpoint over the net keeping only conv outputs, everything else"
+            " recomputed one layer at a time; optax's state is created in compile (optimizer.init); the update is"
+            " fused into the jitted step with parameters and state donated, so it adds no temporaries; jax.random makes bits then floats: two"
+            " temporaries of the tensor drawn at build"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
         streams_gradients=False, init_copies=2, accumulator_copies=1, update_temporaries={},
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
-            " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean"
-            " as a residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch"
-            " norm, not 2); dropout's lax.select keeps the bool mask; Keras pads integer padding with ZeroPadding2D"
-            " and max-pool padding with a -inf pad layer, padded copies (XLA may fold a zero pad into the conv);"
-            " Keras builds the optimizer's variables at the first train_on_batch, before the step runs; its JAX"
-            " trainer jits loss, gradients and the optimizer's stateless update into one step, so the update adds"
-            " no temporaries; keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
+            " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean as a"
+            " residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch norm, not 2);"
+            " dropout's lax.select keeps the bool mask; Keras pads integer padding with ZeroPadding2D and max-pool"
+            " padding with a -inf pad layer, padded copies (XLA may fold a zero pad into the conv); Keras builds the"
+            " optimizer's variables at the first train_on_batch, before the step runs; its JAX trainer jits loss,"
+            " gradients and the optimizer's stateless update into one step, so the update adds no temporaries;"
+            " keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
     "keras-torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
                                "batchnorm": ("input", "residual", *BN_CHANNELS)},
@@ -138,16 +141,17 @@ RULES = {
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_gradients=False, init_copies=2, accumulator_copies=1,
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
-        why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for conv,"
-            " dense, ReLU, ReLU6, pooling, add and concat (Keras's channels-first copy of a conv's or pool's input"
-            " is what is kept, of the same size); Keras's composed batch norm keeps its input for the variance's"
-            " square, a clone of x - mean (the in-place mul_ needs the original) and per-channel vectors; the"
-            " seeded dropout is torch.where on a bool mask, which it keeps; Keras pads uneven 'same' convolutions,"
-            " integer padding (ZeroPadding2D) and max-pool padding (a -inf pad layer) explicitly; Keras builds the"
-            " optimizer's variables at the first train_on_batch, before the step runs; gradients stay in .grad"
-            " until the next step zeroes them; Keras's torch Adam runs torch._foreach ops over every variable:"
-            " three temporaries of every parameter live at once (taken from keras200m's measured step on the CPU,"
-            " 5,589 MiB against 4,743 with two); keras.random on torch draws then scales: two temporaries"),
+        why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for conv, dense,"
+            " ReLU, ReLU6, pooling, add and concat (what a conv or pool keeps is Keras's channels-first copy of its"
+            " input, of the same size: a ReLU output kept by the ReLU and the conv is two tensors, which the rules"
+            " count once); Keras's composed batch norm keeps its input for the variance's square, a clone of x - mean"
+            " (the in-place mul_ needs the original) and per-channel vectors; the seeded dropout is torch.where on a"
+            " bool mask, which it keeps; Keras pads uneven 'same' convolutions, integer padding (ZeroPadding2D) and"
+            " max-pool padding (a -inf pad layer) explicitly; Keras builds the optimizer's variables at the first"
+            " train_on_batch, before the step runs; gradients stay in .grad until the next step zeroes them; Keras's"
+            " torch Adam runs torch._foreach ops over every variable: three temporaries of every parameter live at once"
+            " (taken from keras200m's measured step on the CPU, 5,589 MiB against 4,743 with two); keras.random on"
+            " torch draws then scales: two temporaries"),
 }
 
 
@@ -293,12 +297,18 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
             else:
                 extras[index] += _extra_bytes(what, op, batch, value)
     loss_residual = ops[-1].outputs * value  # the difference (mse) or the softmax (cross-entropy)
-    runs = techniques.segments(spec, technique) if technique in techniques.RECOMPUTING else []
+    made = {op.layer: index for index, op in enumerate(ops)}
+    if technique in rules.policy_keeps:  # a policy over the net: the named kinds' outputs kept, every layer recomputed
+        runs = [range(layer, layer + 1) for layer in range(len(spec.layers))]
+        kept = {tensors.makes[made[layer]] for layer, kind in enumerate(spec.layers)
+                if kind.kind in rules.policy_keeps[technique]}
+    else:
+        runs = techniques.segments(spec, technique) if technique in techniques.RECOMPUTING else []
+        kept = {tensors.makes[made[source]] for run in runs for source in techniques.boundary(spec, run)[0]
+                if source != INPUT}  # each run's inputs, kept for its recomputation
+    kept -= {INPUT}
     run_of = {layer: number for number, run in enumerate(runs) for layer in run}
     group = [run_of.get(op.layer) for op in ops]  # the recomputed run of each step, None outside every run
-    made = {op.layer: index for index, op in enumerate(ops)}
-    kept = {tensors.makes[made[source]] for run in runs for source in techniques.boundary(spec, run)[0]
-            if source != INPUT} - {INPUT}  # each run's inputs, kept for its recomputation
     kept_always = sum(tensors.elements[tensor] for tensor in kept) * value
     savers = {tensor: steps_ for tensor, steps_ in savers.items() if tensor not in kept}
     saved = loss_residual + kept_always + value * sum(

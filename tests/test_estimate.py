@@ -15,6 +15,7 @@ from suites import accounting, constants, figures
 from suites.orchestrator import run_scenario
 from suites.registry import ROOT
 from tests.conftest import FRAMEWORKS, run_cli
+from tests.test_estimate_graph import small_graph
 
 # CS231n's VGG-16 table, one entry per layer output (ReLU in place), input first.
 CS231N_VGG16 = ([224 * 224 * 3] + [224 * 224 * 64] * 2 + [112 * 112 * 64] + [112 * 112 * 128] * 2 + [56 * 56 * 128]
@@ -58,13 +59,21 @@ def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:
     assert torch.phase("train_step_1").items["optimizer_state"] in (0, state)  # 0 when the backward pass peaks
 
 
-@pytest.mark.parametrize("model", ["keras-small", "heatmap68", "plain-2"])
-def test_torch_rules_match_autograd_saved_tensors(model: str) -> None:
-    """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it."""
-    record = run_scenario(Scenario.create("torch", model, device="cpu", batch=2))
+GRAPH_SMALL = "graph-small"  # tests.test_estimate_graph.small_graph: every graph layer kind, run from a spec file
+
+
+@pytest.mark.parametrize(("model", "batch", "technique"), [
+    ("keras-small", 2, "none"), ("heatmap68", 2, "none"), ("plain-2", 2, "none"), ("resnet50", 1, "none"),
+    *((GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient"))])
+def test_torch_rules_match_autograd_saved_tensors(model: str, batch: int, technique: str, spec_file) -> None:  # noqa: ANN001
+    """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it, on chains and
+    graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling) and under each technique."""
+    spec = small_graph() if model == GRAPH_SMALL else get_model(model)
+    where = {"model_file": str(spec_file(spec.to_dict()))} if model == GRAPH_SMALL else {"model": model}
+    record = run_scenario(Scenario.create("torch", **where, device="cpu", batch=batch, technique=technique))
     assert record["status"] == "ok", record["failure"]
     measured = phase(record, "train_step_1")["notes"]["saved_activation_bytes"]
-    predicted = activations(get_model(model), RULES["torch"], 2, 4).saved
+    predicted = activations(spec, RULES["torch"], batch, 4, technique).saved
     assert abs(measured - predicted) <= 8, (measured, predicted)  # cross-entropy also keeps a 4-byte scalar
 
 
