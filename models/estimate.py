@@ -119,8 +119,8 @@ RULES = {
             " activation rather than a bool mask, dropout about two: the rules keep the residuals; bnrelu is estimated"
             " by the adapter's policy: one jax.checkpoint over the net keeping only conv outputs, everything else"
             " recomputed one layer at a time; optax's state is created in compile (optimizer.init); the update is"
-            " fused into the jitted step with parameters and state donated, so it adds no temporaries; jax.random makes bits then floats: two"
-            " temporaries of the tensor drawn at build"),
+            " fused into the jitted step with parameters and state donated, so it adds no temporaries; jax.random"
+            " makes bits then floats: two temporaries of the tensor drawn at build"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
