@@ -82,7 +82,7 @@ def segments(spec: ModelSpec, technique: str = "checkpoint") -> list[range]:
     the ReLU's output and nothing is saved); efficient: a concatenation and the batch norm, ReLU and conv after it.
     """
     count, readers = len(spec.layers), spec.consumers()
-    if technique == "checkpoint" and spec.blocks:
+    if technique == "checkpoint" and spec.blocks and any(spec.blocks):
         runs: list[range] = []
         for index, block in enumerate(spec.blocks):
             if block and runs and spec.blocks[runs[-1].start] == block and runs[-1].stop == index:

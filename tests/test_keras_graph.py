@@ -1,0 +1,63 @@
+"""Keras's recomputing techniques on a graph: one Keras layer per recomputed run, the same arithmetic as the baseline.
+
+Batch norm's running statistics are updated once per step (not again when the backward pass recomputes), and
+dropout draws the same mask in the recomputation as in the forward pass, so two SGD steps give the baseline's
+losses on every backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models import techniques
+from models.catalogue import Graph
+from models.record import phase
+from models.scenario import Scenario
+from models.spec import BatchNorm, Concat, Conv2D, Dense, Dropout, GlobalAvgPool, ModelSpec, ReLU
+from suites.orchestrator import run_scenario
+
+KERAS = ["keras-jax", "keras-tensorflow", "keras-torch"]
+
+
+def small_densenet() -> ModelSpec:
+    """Dense layers (concat, BN, ReLU, conv) in named blocks, and a head block that ends the net with dropout in it:
+    every recomputing technique has runs, one of them holding the output layer."""
+    net = Graph()
+    features = [net.conv_bn(8, 3)]
+    for layer in range(3):
+        net.block = f"dense{layer}"
+        joined = net.add(Concat(), *features) if len(features) > 1 else features[0]
+        net.add(BatchNorm(momentum=0.3), joined)
+        net.add(ReLU())
+        net.add(Conv2D(8, 1, padding=0, bias=False))
+        net.add(BatchNorm())
+        net.add(ReLU())
+        features.append(net.add(Conv2D(4, 3, padding=1, bias=False)))
+    net.block = "head"
+    net.add(Concat(), *features)
+    net.add(GlobalAvgPool())
+    net.add(Dropout(0.5))
+    net.add(Dense(5))
+    return net.spec("small-densenet", (8, 8, 3), "cross_entropy", "", batch=4)
+
+
+def test_the_net_has_runs_for_every_recomputing_technique() -> None:
+    spec = small_densenet()
+    assert {technique: len(techniques.segments(spec, technique)) for technique in techniques.RECOMPUTING} == \
+        {"checkpoint": 4, "bnrelu": 6, "efficient": 2}
+
+
+@pytest.mark.parametrize("framework", KERAS)
+def test_recomputing_techniques_compute_the_baselines_losses(framework: str, spec_file) -> None:  # noqa: ANN001
+    path = spec_file(small_densenet().to_dict())
+
+    def losses(technique: str) -> list[float]:
+        record = run_scenario(Scenario.create(framework, model_file=str(Path(path)), device="cpu", batch=4,
+                                              technique=technique, optimizer="sgd"))
+        assert record["status"] == "ok", record["failure"]
+        return [phase(record, name)["notes"]["loss"] for name in ("train_step_1", "train_step_2")]
+
+    baseline = losses("none")
+    for technique in techniques.RECOMPUTING:
+        assert losses(technique) == pytest.approx(baseline, rel=1e-5), technique
