@@ -1,8 +1,8 @@
-"""Keras's recomputing techniques on a graph: one Keras layer per recomputed run, the same arithmetic as the baseline.
+"""The recomputing techniques on a graph (checkpoint per block, bnrelu, efficient) keep the baseline's arithmetic.
 
-Batch norm's running statistics are updated once per step (not again when the backward pass recomputes), and
-dropout draws the same mask in the recomputation as in the forward pass, so two SGD steps give the baseline's
-losses on every backend."""
+Dropout draws the same mask in the recomputation as in the forward pass (torch preserves the RNG state, the JAX
+adapter folds the layer into its key, Keras collects its seed updates inside the recomputed run), so two SGD steps
+give the baseline's losses in every framework."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from models.record import phase
 from models.scenario import Scenario
 from models.spec import BatchNorm, Concat, Conv2D, Dense, Dropout, GlobalAvgPool, ModelSpec, ReLU
 from suites.orchestrator import run_scenario
-
-KERAS = ["keras-jax", "keras-tensorflow", "keras-torch"]
+from tests.conftest import FRAMEWORKS
 
 
 def small_densenet() -> ModelSpec:
@@ -48,7 +47,7 @@ def test_the_net_has_runs_for_every_recomputing_technique() -> None:
         {"checkpoint": 4, "bnrelu": 6, "efficient": 2}
 
 
-@pytest.mark.parametrize("framework", KERAS)
+@pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_recomputing_techniques_compute_the_baselines_losses(framework: str, spec_file) -> None:  # noqa: ANN001
     path = spec_file(small_densenet().to_dict())
 
