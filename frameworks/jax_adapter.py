@@ -11,6 +11,7 @@ memory plan of each executable is in the record too.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -89,39 +90,36 @@ class JaxAdapter(Adapter):
             return jax.checkpoint(self._apply, policy=policy, static_argnums=(3,))(params, state, inputs, True, key)
         return self._apply(params, state, inputs, training, key)
 
-    def _apply(self, params: Params, state: Params, inputs: jax.Array, training: bool,
-               key: jax.Array | None) -> tuple[jax.Array, Params]:
-        new_state = list(state)
-
+    def _caller(self, params: Params | dict, state: Params | dict, training: bool, key: jax.Array | None,
+                collected: dict[int, dict]) -> Callable[[int, list[jax.Array]], jax.Array]:
+        """Runs one layer by index; batch norm's new statistics go to `collected`."""
         def call(index: int, values: list[jax.Array]) -> jax.Array:
             out, statistics = _layer(self.spec.layers[index], params[index], state[index], values, training,
                                      jax.random.fold_in(key, index) if key is not None else None)
             if statistics is not None:
-                new_state[index] = statistics
+                collected[index] = statistics
             return out
+
+        return call
+
+    def _apply(self, params: Params, state: Params, inputs: jax.Array, training: bool,
+               key: jax.Array | None) -> tuple[jax.Array, Params]:
+        collected: dict[int, dict] = {}
 
         def recompute(stage: graph.Stage, values: list[jax.Array]) -> list[jax.Array]:
             def body(run_params: dict, run_state: dict, run_key: jax.Array | None, *tensors: jax.Array) -> tuple:
-                collected: dict[int, dict] = {}
+                inside: dict[int, dict] = {}  # returned, not leaked: the checkpoint's trace must stay pure
+                call = self._caller(run_params, run_state, training, run_key, inside)
+                return graph.run_inside(self.spec, stage, list(tensors), call), inside
 
-                def inner(index: int, ins: list[jax.Array]) -> jax.Array:
-                    out, statistics = _layer(self.spec.layers[index], run_params[index], run_state[index], ins,
-                                             training, jax.random.fold_in(run_key, index) if run_key is not None
-                                             else None)
-                    if statistics is not None:
-                        collected[index] = statistics
-                    return out
-
-                return graph.run_inside(self.spec, stage, list(tensors), inner), collected
-
-            outs, collected = jax.checkpoint(body)({i: params[i] for i in stage.layers},
-                                                   {i: state[i] for i in stage.layers}, key, *values)
-            for index, statistics in collected.items():
-                new_state[index] = statistics
+            outs, inside = jax.checkpoint(body)({i: params[i] for i in stage.layers},
+                                                {i: state[i] for i in stage.layers}, key, *values)
+            collected.update(inside)
             return outs
 
-        out = graph.run_stages(self.spec, graph.stages(self.spec, self.scenario.technique), inputs, call, recompute)
-        return out, new_state
+        out = graph.run_stages(self.spec, graph.stages(self.spec, self.scenario.technique), inputs,
+                               self._caller(params, state, training, key, collected), recompute)
+        return out, [collected.get(index, layer) for index, layer in enumerate(state)]
 
     def loss_of(self, params: Params, state: Params, inputs: jax.Array, targets: jax.Array, training: bool = True,
                 key: jax.Array | None = None) -> tuple[jax.Array, tuple[jax.Array, Params]]:

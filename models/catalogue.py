@@ -38,8 +38,7 @@ class Graph:
 
     def add(self, layer: Layer, *sources: int, name: str = "") -> int:
         self.inputs.append(sources or ((len(self.layers) - 1) if self.layers else INPUT,))
-        self.names.append(f"{self.block}.{name or layer.kind}{len(self.layers)}" if self.block
-                          else f"{name or layer.kind}{len(self.layers)}")
+        self.names.append(f"{name or layer.kind}{len(self.layers)}")  # the block is its own field
         self.blocks.append(self.block)
         self.layers.append(layer)
         return len(self.layers) - 1

@@ -452,13 +452,19 @@ class ModelSpec:
     def statistics_bytes(self, bytes_per_value: int = 4) -> int:
         return self.statistics_count * bytes_per_value
 
+    def _reads_the_layer_before(self, index: int) -> bool:
+        return self.layer_inputs(index) == ((index - 1 if index else INPUT),)
+
     def to_dict(self) -> dict:
+        """The JSON form, as short as the format allows (records carry it): options at their default and inputs
+        that are the layer before are left out, as a user may leave them out."""
         layers = []
+        linked = not all(self._reads_the_layer_before(index) for index in range(len(self.layers)))
         for index, layer in enumerate(self.layers):
             entry = {"type": layer.kind} | _layer_fields(layer)
             if not self.is_chain or self.names:
                 entry["name"] = self.layer_name(index)
-            if not self.is_chain:
+            if not self.is_chain and not (linked and self._reads_the_layer_before(index)):
                 entry["inputs"] = [MODEL_INPUT if source == INPUT else self.layer_name(source)
                                    for source in self.layer_inputs(index)]
             if self.blocks and self.blocks[index]:
@@ -556,7 +562,8 @@ def _topological(entries: list[dict]) -> list[dict]:
 
 
 def _layer_fields(layer: Layer) -> dict:
-    return {f.name: getattr(layer, f.name) for f in fields(layer)}
+    """The options that differ from their defaults (required ones always)."""
+    return {f.name: getattr(layer, f.name) for f in fields(layer) if getattr(layer, f.name) != f.default}
 
 
 def _reject_unknown(data: dict, allowed: set[str], what: str) -> None:
