@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from frameworks.adapter import Adapter, init_bound
 from frameworks.jax_adapter import JaxAdapter
-from frameworks.torch_adapter import TorchAdapter
+from frameworks.torch_adapter import TorchAdapter, saved_activation_bytes
 from models import allocators, backends, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS, Scenario
@@ -252,13 +252,22 @@ class KerasAdapter(Adapter):
         return techniques.ACCUMULATION_STEPS if self.scenario.technique == "accumulate" else 1
 
     def train_step(self) -> dict[str, float]:
-        """One train_on_batch, or one per micro-batch: Keras's optimizer applies the update every k-th."""
+        """One train_on_batch, or one per micro-batch: Keras's optimizer applies the update every k-th. On torch,
+        autograd's saved-tensor hooks measure what the forward keeps, as for raw torch."""
         size, losses = self.input_shape[0] // self._micro_batches, []
-        with self._placement():
-            for start in range(0, self.input_shape[0], size):
-                losses.append(float(self.model.train_on_batch(self.inputs[start:start + size],
-                                                              self.targets[start:start + size])))
-        return {"loss": sum(losses) / len(losses)}
+
+        def step() -> float:
+            with self._placement():
+                for start in range(0, self.input_shape[0], size):
+                    losses.append(float(self.model.train_on_batch(self.inputs[start:start + size],
+                                                                  self.targets[start:start + size])))
+            return sum(losses) / len(losses)
+
+        if self.backend != "torch":
+            return {"loss": step()}
+        owned = [variable.value for variable in self.model.variables] + [self.inputs, self.targets]
+        loss, saved = saved_activation_bytes(owned, step)
+        return {"loss": loss, "saved_activation_bytes": saved}
 
     def _tracking(self) -> contextlib.AbstractContextManager:
         """What keeps a forward pass's residuals for a backward: a tape in TensorFlow, autograd in torch."""

@@ -34,6 +34,8 @@ from models.spec import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import torch
 
@@ -104,6 +106,25 @@ def device_of(name: str) -> torch.device:
 
 def _nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
+
+
+def saved_activation_bytes(owned: list[torch.Tensor], run: Callable[[], object]) -> tuple[object, int]:
+    """`run()`'s result and the bytes autograd's saved-tensor hooks saw it keep for a backward pass: each storage
+    once, the `owned` tensors (weights, buffers, the batch) left out. Torch and Keras on torch measure with it."""
+    import torch
+
+    mine = {tensor.untyped_storage().data_ptr() for tensor in owned}
+    saved: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in mine:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = run()
+    return result, sum(saved.values())
 
 
 class TorchAdapter(Adapter):
@@ -242,19 +263,9 @@ class TorchAdapter(Adapter):
 
     def train_step(self) -> dict[str, float]:
         """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward."""
-        owned = {t.untyped_storage().data_ptr() for t in (*self.model.parameters(), *self.model.buffers(), self.inputs,
-                                                          self.targets)}
-        saved: dict[int, int] = {}
-
-        def pack(tensor: torch.Tensor) -> torch.Tensor:
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() not in owned:
-                saved[storage.data_ptr()] = storage.nbytes()
-            return tensor
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            loss = self._step()
-        return {"loss": loss.item(), "saved_activation_bytes": sum(saved.values())}
+        loss, saved = saved_activation_bytes(
+            [*self.model.parameters(), *self.model.buffers(), self.inputs, self.targets], self._step)
+        return {"loss": loss.item(), "saved_activation_bytes": saved}
 
     def infer(self) -> None:
         self.model.eval()

@@ -108,6 +108,35 @@ def probe() -> ModelSpec:
                      description="overhead probe: one small layer of each kind, for the measured constants")
 
 
+def probe_deep() -> ModelSpec:
+    """The probe's tiny tensors through about a hundred layers in the mix real conv nets have (conv, depthwise conv,
+    batch norm, ReLU and ReLU6, residual add, concat, pooling): what it measures beyond the probe, per layer, is the
+    runtime that grows with a net's depth (compiled code, traced graphs), which the estimate adds per layer.
+
+    Compilers share code between layers of the same shape, so the cost per layer depends on how many differ: 17 of
+    the probe's 98 layers are distinct (ResNet-50: 54 of 174). A probe that widens every three blocks (44 of 104
+    distinct) measured more per layer and fitted ResNet-50's build worse, its step better (README)."""
+    net = Graph()
+    x = net.conv_bn(8, 3)
+    for block in range(12):
+        net.block = f"block{block}"
+        if block % 2:  # a depthwise block, MobileNet's kind
+            y = net.conv_bn(8, 3, groups=8, source=x, activation=ReLU6)
+        else:
+            y = net.conv_bn(8, 3, source=x)
+        y = net.conv_bn(8, 1, activation=None)
+        x = net.add(ReLU(), net.add(Add(), y, x))
+    net.block = "join"
+    joined = net.add(Concat(), x, net.conv_bn(4, 1, source=x), net.conv_bn(4, 3, source=x))
+    net.block = ""
+    net.add(MaxPool2D(2), joined)
+    net.add(AvgPool2D(2))
+    net.add(GlobalAvgPool())
+    net.add(Dense(1))
+    return net.spec("probe-deep", (8, 8, 1), "mse", "depth probe: the probe's tiny tensors through ~100 layers, for the"
+                    " measured runtime per layer", batch=1)
+
+
 def plain(depth: int) -> ModelSpec:
     """Depth family for sweeps: `depth` 3x3 convs with ReLU at width 64 on 32x32, a small head."""
     body = tuple(layer for _ in range(depth) for layer in (Conv2D(64), ReLU()))
@@ -210,6 +239,7 @@ CATALOGUE: dict[str, Callable[[], ModelSpec]] = {
     "keras-small": keras_small,
     "vgg16": vgg16,
     "heatmap68": heatmap68,
+    "probe-deep": probe_deep,
     "resnet50": resnet50,
     "mobilenetv2": mobilenetv2,
     "densenet121": densenet121,

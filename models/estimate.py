@@ -9,21 +9,23 @@ Figures that cannot be derived from a spec (the CUDA context, runtime overhead) 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from models import techniques
 from models.scenario import DTYPES, PHASES
 from models.spec import INPUT, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
 
 CATEGORIES = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs", "saved_activations",
-              "half_weights", "transient", "update_temporaries", "init_temporaries")
+              "half_weights", "transient", "update_temporaries", "init_temporaries", "retained_pages")
+HOST_ONLY = ("retained_pages",)  # what the process keeps and its framework's allocator no longer counts
 OPTIMIZER_STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2}
 INT64, BOOL, FLOAT32 = 8, 1, 4
 # What a layer's backward may keep: "input" (every input tensor), "output" (its output tensor), "mask" (a bool of the
 # output's size), "indices" (int64 of the output's size), "residual" (a new tensor of the output's size in the
 # activations' dtype, made inside the layer), "channels" (one float32 vector of the output's channels, whatever the
-# batch). A tensor two layers keep is counted once.
-SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels")
+# batch), "copy" (a re-laid-out copy of its input, made inside the layer: Keras's channels-first copy on torch),
+# "kernel" (a re-laid-out copy of its kernel, whatever the batch). A tensor two layers keep is counted once.
+SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels", "copy", "kernel")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Rules:
     accumulator_copies: int  # gradient accumulation: 0 where gradients add up in place (torch's .grad)
     update_temporaries: dict[tuple[str, str], tuple[str, int]]  # (optimizer, device) -> (of "largest"|"all", copies)
     why: str
+    holds_outputs: bool = False  # the model's call keeps every layer's output until it returns (Keras run eagerly)
+    recomputes_on: tuple[str, ...] = ("cpu", "cuda")  # the devices whose compiler keeps a checkpoint's recomputation
+    keeps_pages_on: tuple[str, ...] = ()  # the devices where the process keeps the pages a phase freed
     # technique -> the layer kinds whose outputs a checkpoint policy over the whole net keeps; all else is recomputed
     policy_keeps: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -87,6 +92,7 @@ RULES = {
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
+        keeps_pages_on=("cpu",),
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_gradients=True,
         init_copies=2,
         accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
@@ -101,7 +107,12 @@ RULES = {
             " with a -inf pad layer, padded copies whose Pad gradient keeps nothing (XLA, where Keras compiles with it,"
             " may fold them into the conv); Keras builds the optimizer's variables at the first train_on_batch, before"
             " the step runs (Trainer._symbolic_build); the traced step is a dataflow graph, so each variable's update"
-            " runs once its gradient exists and gradients are not all live at once (one largest in flight); Keras's"
+            " runs once its gradient exists and gradients are not all live at once (one largest in flight); measured"
+            " on the CPU, cause not found: the process keeps the pages a phase freed (resnet50 at batch 8: RSS stays"
+            " at the train step's 2.0 GiB while the allocator's current bytes fall to 330 MiB; in the 54 committed CPU"
+            " records no phase's peak fell more than 73 MiB below an earlier one's), so a phase's host peak is taken"
+            " as at least the one before it"
+            " (retained pages; not in the allocator's view); Keras's"
             " Adam update keeps two temporaries of a variable; drawing a random tensor (initializer or batch) makes two"
             " temporaries of it"),
     "jax": Rules(
@@ -109,7 +120,7 @@ RULES = {
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=False,
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_gradients=False,
         init_copies=2,
-        accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)},
+        accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)}, recomputes_on=("cuda",),
         why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their input,"
             " relu's and relu6's jvp a boolean mask, reduce_window max its operand (padding inside); avg pooling, the"
             " mean, add and concatenate are linear and keep nothing; dropout's where keeps its bool mask; the plain-jnp"
@@ -118,34 +129,44 @@ RULES = {
             " negligible); measured on XLA's CPU, ReLU after batch norm costs nothing and a lone ReLU a float"
             " activation rather than a bool mask, dropout about two: the rules keep the residuals; bnrelu is estimated"
             " by the adapter's policy: one jax.checkpoint over the net keeping only conv outputs, everything else"
-            " recomputed one layer at a time; optax's state is created in compile (optimizer.init); the update is"
+            " recomputed one layer at a time; XLA on the CPU keeps what jax.checkpoint would recompute (its own"
+            " memory_analysis() plans the same temp bytes with and without: resnet50 1,450 and 1,454 MiB, densenet121"
+            " 1,976 both; on the H100 plain-16's fell from 136 to 50 MiB), so there the recomputing techniques are"
+            " estimated as none; optax's state is created in compile (optimizer.init); the update is"
             " fused into the jitted step with parameters and state donated, so it adds no temporaries; jax.random"
             " makes bits then floats: two temporaries of the tensor drawn at build"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
-        streams_gradients=False, init_copies=2, accumulator_copies=1, update_temporaries={},
+        streams_gradients=False, init_copies=2, accumulator_copies=1, update_temporaries={}, recomputes_on=("cuda",),
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
             " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean as a"
             " residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch norm, not 2);"
-            " dropout's lax.select keeps the bool mask; Keras pads integer padding with ZeroPadding2D and max-pool"
+            " dropout's lax.select keeps the bool mask; keras.remat is jax.checkpoint, which XLA on the CPU does not"
+            " honour (see jax); Keras pads integer padding with ZeroPadding2D and max-pool"
             " padding with a -inf pad layer, padded copies (XLA may fold a zero pad into the conv); Keras builds the"
             " optimizer's variables at the first train_on_batch, before the step runs; its JAX trainer jits loss,"
             " gradients and the optimizer's stateless update into one step, so the update adds no temporaries;"
             " keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
     "keras-torch": Rules(
-        saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
-                               "batchnorm": ("input", "residual", *BN_CHANNELS)},
-        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True,
+        saves=NEUTRAL_SAVES | {"conv2d": ("copy", "kernel"), "maxpool2d": ("copy", "indices"), "relu6": ("input",),
+                               "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3])},
+        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_gradients=False, init_copies=2, accumulator_copies=1,
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
-        why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for conv, dense,"
-            " ReLU, ReLU6, pooling, add and concat (what a conv or pool keeps is Keras's channels-first copy of its"
-            " input, of the same size: a ReLU output kept by the ReLU and the conv is two tensors, which the rules"
-            " count once); Keras's composed batch norm keeps its input for the variance's square, a clone of x - mean"
-            " (the in-place mul_ needs the original) and per-channel vectors; the seeded dropout is torch.where on a"
+        why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for dense,"
+            " ReLU, ReLU6, add and concat; a conv (depthwise too) or a pool keeps Keras's channels-first copy of its"
+            " input and of its kernel (keras/src/backend/torch/nn.py: permute, then a contiguous channels_last"
+            " copy), tensors of their own beside the"
+            " channels-last input a ReLU may keep too (for an uneven 'same' padding, the padded copy made from it);"
+            " run eagerly, Keras's Functional keeps every layer's output in its tensor_dict until the call returns"
+            " (keras/src/ops/function.py, _run_through_graph), so inference holds them all at once and training holds"
+            " the unsaved ones too at the forward's end; Keras's composed batch norm keeps its input for the"
+            " variance's square, a clone of x - mean (the in-place mul_ needs the original) and three per-channel"
+            " vectors;"
+            " the seeded dropout is torch.where on a"
             " bool mask, which it keeps; Keras pads uneven 'same' convolutions, integer padding (ZeroPadding2D) and"
             " max-pool padding (a -inf pad layer) explicitly; Keras builds the optimizer's variables at the first"
             " train_on_batch, before the step runs; gradients stay in .grad until the next step zeroes them; Keras's"
@@ -255,7 +276,49 @@ def _extra_bytes(what: str, op: Step, batch: int, value: int) -> int:
     """A saved value that is not one of the net's tensors, in bytes for the batch (`value`: one activation's)."""
     if what == "channels":
         return op.channels * FLOAT32
+    if what == "copy":
+        return op.inputs * value
+    if what == "kernel":
+        return op.largest_weight
     return op.outputs * {"mask": batch * BOOL, "indices": batch * INT64, "residual": value}[what]
+
+
+def _inside(spec: ModelSpec, ops: list[Step], index: int) -> bool:
+    """Whether step `index` is made inside a layer's own op, not as a layer's output: the padded copy a framework
+    makes for an uneven 'same' padding (a pixel padding is Keras's own ZeroPadding2D layer)."""
+    return (index != INPUT and ops[index].kind == "pad"
+            and getattr(spec.layers[ops[index].layer], "padding", "") == "same")
+
+
+def _held_peak(spec: ModelSpec, ops: list[Step], tensors: _Tensors, group: list[int | None]) -> int:
+    """The most values a call holds at once without gradient tracking (per example): every layer output made so
+    far outside a recomputed run, plus the outputs inside the run being called (a run is one Keras layer whose call
+    holds its own outputs until it returns)."""
+    held = _held(spec, ops, tensors, group)
+    outer = inner = peak = 0
+    for index in range(len(ops)):
+        made = tensors.makes[index]
+        if made != index or _inside(spec, ops, index):
+            continue
+        if group[index] is None or index == 0 or group[index] != group[index - 1]:
+            inner = 0
+        if group[index] is None:
+            outer += tensors.elements[made]
+        else:
+            inner += tensors.elements[made]
+        peak = max(peak, outer + inner)
+        if group[index] is not None and made in held:  # the run's output outlives the run's call
+            outer, inner = outer + tensors.elements[made], inner - tensors.elements[made]
+    return peak
+
+
+def _held(spec: ModelSpec, ops: list[Step], tensors: _Tensors, group: list[int | None]) -> set[int]:
+    """The layer outputs a model's call keeps until it returns (Keras's eager Functional): every tensor made outside
+    a recomputed run, and each run's output; not the batch (counted with the inputs) nor an op's inner copies."""
+    ends = {index for index in range(len(ops)) if group[index] is not None
+            and any(group[reader] != group[index] for reader, read in enumerate(tensors.reads) if index in read)}
+    return {tensors.makes[index] for index in range(len(ops)) if (group[index] is None or index in ends)
+            and tensors.makes[index] == index and not _inside(spec, ops, index)}
 
 
 @dataclass(frozen=True)
@@ -290,6 +353,8 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     for index, op in enumerate(ops):
         in_place = op.kind in ("relu", "relu6") and index in views
         for what in rules.in_place_saves.get(op.kind, saves[op.kind]) if in_place else saves[op.kind]:
+            if what == "copy" and _inside(spec, ops, op.sources[0]):
+                what = "input"  # the op's own padded copy is already channels-first: the op keeps that
             if what in ("input", "output"):
                 for tensor in tensors.reads[index] if what == "input" else (tensors.makes[index],):
                     if tensor != INPUT:  # the batch itself is counted with the inputs
@@ -327,10 +392,16 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
         flowing = value * sum(tensors.elements[t] for t in _gradients(tensors, index, index in views))
         worst = max(worst, (held + flowing + grads, held, grads))
         after += ops[index].weight_bytes
+    if rules.holds_outputs:  # at the forward's end the call still holds the outputs nothing saved
+        kept_tensors = kept | {tensor for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_)}
+        unsaved = _held(spec, ops, tensors, group) - kept_tensors
+        worst = max(worst, (saved + value * sum(tensors.elements[tensor] for tensor in unsaved), saved, 0))
     infer_views = _views(spec, ops, technique, training=False)
     forward = _tensors(spec, ops, infer_views)
     transient = max(sum(forward.elements[t] for t in _live(forward, index)) * value
                     for index in range(len(ops)) if index not in infer_views)
+    if rules.holds_outputs:
+        transient = max(transient, value * _held_peak(spec, ops, forward, group))
     return Activations(saved, max(worst[0], saved), worst[1], worst[2], transient)
 
 
@@ -362,6 +433,7 @@ class Estimate:
     floor: int
     activation_values_per_example: int  # the input and every layer output, activations in place (CS231n's)
     param_count: int
+    layers: int  # the spec's layers: a runtime that grows with depth is measured per layer (suites.constants)
 
     @property
     def peak(self) -> PhaseEstimate:
@@ -401,6 +473,17 @@ def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_valu
             + sum(kept.values()) * value)
 
 
+def _pages_kept(phases: list[PhaseEstimate]) -> list[PhaseEstimate]:
+    """Where the process keeps every page it touched, a phase holds at least the highest phase before it: the
+    difference is its retained pages, which the framework's allocator no longer counts."""
+    kept, highest = [], 0
+    for phase in phases:
+        retained = max(highest - phase.total, 0)
+        kept.append(replace(phase, items=phase.items | {"retained_pages": retained}) if retained else phase)
+        highest = max(highest, phase.total)
+    return kept
+
+
 def _update_temporaries(rules: Rules, optimizer: str, device: str, weights: int, largest: int) -> int:
     scope, copies = rules.update_temporaries.get((optimizer, device), ("largest", 0))
     return copies * (weights if scope == "all" else largest)
@@ -426,12 +509,14 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
     micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
     half = technique in techniques.HALF_PRECISION
-    acts = activations(spec, rules, batch // micro, size, technique, techniques.HALF_PRECISION.get(technique, size),
-                       device)
+    undone = technique in (*techniques.RECOMPUTING, *rules.policy_keeps) and device not in rules.recomputes_on
+    acts = activations(spec, rules, batch // micro, size, "none" if undone else technique,
+                       techniques.HALF_PRECISION.get(technique, size), device)
     accumulator = trainable * rules.accumulator_copies if micro > 1 else 0
-    # inference runs the whole batch in fp32 whatever the training technique; only these two change it
-    forward = activations(spec, rules, batch, size, technique if technique in ("inplace", "tracked") else "none",
-                          device=device)
+    # inference runs the whole batch in fp32 whatever the training technique; only these change it: in place, tracked,
+    # and (where the call holds every layer's output) the recomputed runs, each held as one layer's output
+    forward = activations(spec, rules, batch, size, technique if technique in (
+        "inplace", "tracked", *(techniques.RECOMPUTING if rules.holds_outputs else ())) else "none", device=device)
     phase_names = PHASES[kind]
 
     def state_by(name: str) -> int:
@@ -482,6 +567,8 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         elif name == "inference":
             phases.append(resting(name, "forward pass, no gradient tracking",
                                   {"transient": forward.inference_transient}))
+    if device in rules.keeps_pages_on:
+        phases = _pages_kept(phases)
     return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
                     tuple(phases),
-                    floor(spec, kind, batch, optimizer, size), hand_count(spec), spec.param_count)
+                    floor(spec, kind, batch, optimizer, size), hand_count(spec), spec.param_count, len(spec.layers))

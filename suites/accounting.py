@@ -53,7 +53,7 @@ def comparison(record: dict, analytic: Estimate, known: dict | None) -> dict[str
     for name, views in constants.measured_views(record, analytic).items():
         entry: dict[str, dict] = {}
         for view, (measured, tensors) in views.items():
-            overhead = ((known or {}).get("phases", {}).get(name) or {}).get(view)
+            overhead = constants.overhead(known, name, view, analytic.layers)
             figures_of_view = {"measured": measured, "tensors": tensors, "constant": overhead}
             if overhead is not None:
                 predicted = tensors + overhead
@@ -175,6 +175,7 @@ def _account(record: dict, known: dict | None, source: str) -> dict:
             "rules_why": RULES[analytic.rules].why,
             "constants": ({"source": source, "context": known["context"], "phases": known["phases"],
                            "git_commit": known["git_commit"], "measured_at": known["measured_at"]}
+                          | {key: known[key] for key in ("layers", "per_layer") if key in known}
                           if known else {"missing": f"no probe of {scenario.framework} ({scenario.kind}) in {source}"}),
         },
         "comparison": comparison(record, analytic, known),

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from models import backends, techniques
 from models.record import phase
 from models.scenario import Scenario
-from suites.constants import PROBE
+from suites.constants import PROBES
 from suites.figures import allocated_now, driver_peak, need
 
 NOT_ACTIVATIONS = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs",
-                   "update_temporaries", "init_temporaries")
+                   "update_temporaries", "init_temporaries", "retained_pages")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def _label(record: dict) -> str:
 
 def savings(run: dict) -> list[Saving]:
     """Each technique against the same framework's baseline (technique none, Adam, same model and batch)."""
-    records = [r for r in run["records"] if r["scenario"]["model"] != PROBE]
+    records = [r for r in run["records"] if r["scenario"]["model"] not in PROBES]
 
     def key(record: dict) -> tuple:
         scenario = record["scenario"]
@@ -166,7 +166,7 @@ def sweep_fits(run: dict, axis: str) -> list[Fit]:
     for record in run["records"]:
         scenario = Scenario.from_dict(record["scenario"]).to_dict()
         found = peak(record)
-        if found is None or scenario["model"] == PROBE:
+        if found is None or scenario["model"] in PROBES:
             continue
         family = scenario["model"].startswith("plain-")
         if axis == "batch" and not family:

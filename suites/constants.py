@@ -3,8 +3,11 @@
 A spec cannot say how much the interpreter, the framework's runtime, its compiled code or a GPU
 library's workspace take. The probe model (one small layer of each kind) runs first in every suite;
 per framework, scenario kind and phase, its measured figure minus its few analytic tensor bytes is
-that framework's fixed cost on this device. They are kept in results/constants-<device>.json with
-where, when and with which versions they were measured, and always labelled as measured.
+that framework's fixed cost on this device. The depth probe follows it: the same tiny tensors through
+about a hundred layers; what it holds beyond the probe, divided by the layers it has more, is the
+runtime each further layer costs (XLA's compiled code, TensorFlow's traced graph), which the estimate
+adds per layer of a net. They are kept in results/constants-<device>.json with where, when and with
+which versions they were measured, and always labelled as measured.
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ import json
 import time
 from pathlib import Path
 
-from models.estimate import Estimate, estimate
+from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
 from suites import device, environment, figures
 from suites.runfile import RESULTS
 
-PROBE = "probe"
+PROBE, DEEP_PROBE = "probe", "probe-deep"
+PROBES = (PROBE, DEEP_PROBE)
 KIND = "footprint.constants"
 
 
@@ -52,7 +56,7 @@ def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tupl
             found["driver"] = (driver - base, predicted.total)
         need, label = figures.need(record, measured["name"])
         if need is not None and label != STATIC_PLAN:  # a plan is no measurement to test an estimate against
-            found["allocator"] = (need, predicted.total)
+            found["allocator"] = (need, predicted.total - sum(predicted.items.get(c, 0) for c in HOST_ONLY))
         views[measured["name"]] = found
     return views
 
@@ -62,6 +66,7 @@ def from_probe(record: dict) -> dict:
     scenario = Scenario.from_dict(record["scenario"])
     views = measured_views(record, analytic_estimate(scenario))
     return {
+        "layers": len(scenario.spec.layers),
         "context": figures.baseline(record, scenario.device),
         "phases": {name: {view: measured - tensors for view, (measured, tensors) in found.items()}
                    for name, found in views.items()},
@@ -69,6 +74,31 @@ def from_probe(record: dict) -> dict:
         "git_commit": record.get("run", {}).get("git_commit"),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
+
+
+def per_layer(probe: dict, deep_record: dict) -> dict:
+    """What each layer beyond the probe's adds, per phase and view: the depth probe's bytes beyond its tensors,
+    less the probe's, divided by the layers it has more."""
+    scenario = Scenario.from_dict(deep_record["scenario"])
+    deep = from_probe(deep_record)
+    extra_layers = len(scenario.spec.layers) - probe["layers"]
+    return {"model": DEEP_PROBE, "probe_layers": probe["layers"], "extra_layers": extra_layers,
+            "phases": {name: {view: round((found - probe["phases"][name][view]) / extra_layers)
+                              for view, found in views.items() if view in probe["phases"].get(name, {})}
+                       for name, views in deep["phases"].items()},
+            "git_commit": deep["git_commit"], "measured_at": deep["measured_at"]}
+
+
+def overhead(known: dict | None, phase: str, view: str, layers: int) -> int | None:
+    """The measured bytes a net of `layers` layers holds beyond its tensors in one phase and view: the probe's
+    fixed cost plus, where the depth probe ran, its cost per layer for each layer beyond the probe's (a runtime
+    that does not grow with depth, measured as a small negative, adds nothing)."""
+    fixed = ((known or {}).get("phases", {}).get(phase) or {}).get(view)
+    depth = (known or {}).get("per_layer") or {}
+    slope = (depth.get("phases", {}).get(phase) or {}).get(view)
+    if fixed is None or slope is None:
+        return fixed
+    return fixed + max(slope, 0) * max(layers - depth["probe_layers"], 0)
 
 
 def load(resolved_device: str, source: Path | None = None) -> dict | None:
@@ -82,7 +112,8 @@ def load(resolved_device: str, source: Path | None = None) -> dict | None:
 
 
 def update(record: dict, target: Path | None = None) -> None:
-    """Stores a finished probe's constants, replacing that framework's and kind's earlier ones."""
+    """Stores a finished probe's constants, replacing that framework's and kind's earlier ones; a depth probe's
+    cost per layer joins the probe's constants it was measured against (none without them)."""
     if record["status"] != "ok":
         return
     scenario = Scenario.from_dict(record["scenario"])
@@ -92,7 +123,13 @@ def update(record: dict, target: Path | None = None) -> None:
         "device_description": device.describe(scenario.device), "machine": environment.machine(),
         "model": PROBE, "frameworks": {},
     }
-    data["frameworks"].setdefault(scenario.framework, {})[scenario.kind] = from_probe(record)
+    kinds = data["frameworks"].setdefault(scenario.framework, {})
+    if scenario.model == PROBE:
+        kinds[scenario.kind] = from_probe(record)
+    elif kinds.get(scenario.kind, {}).get("layers"):
+        kinds[scenario.kind]["per_layer"] = per_layer(kinds[scenario.kind], record)
+    else:
+        return
     atomic_write_json(target, data)
 
 

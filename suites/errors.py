@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from suites.constants import PROBE
+from suites.constants import PROBES
 
 VIEW_NAMES = {"driver": "rise above the context (driver's view)", "allocator": "allocator's peak"}
 
@@ -31,7 +31,7 @@ def rows(run: dict) -> list[Row]:
     found = []
     for record in run["records"]:
         scenario = record["scenario"]
-        if scenario["model"] == PROBE:
+        if scenario["model"] in PROBES:
             continue
         for phase, views in record.get("comparison", {}).items():
             for view, figures in views.items():

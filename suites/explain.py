@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from models.estimate import CATEGORIES, RULES, Estimate
 from models.scenario import DTYPES
+from suites import constants
 
 MIB = 2**20
 LABELS = {
@@ -17,6 +18,7 @@ LABELS = {
     "transient": "largest transient (in flight)",
     "update_temporaries": "optimizer update temporaries",
     "init_temporaries": "initializer temporaries",
+    "retained_pages": "a train step's pages still held",
 }
 
 
@@ -47,17 +49,19 @@ def render(analytic: Estimate, known: dict | None, source: str) -> str:
             lines.append(_row(LABELS[category], [p.items.get(category, 0) for p in phases]))
     lines.append(_row("tensors (analytic)", [p.total for p in phases]))
     if known:
-        overheads = [known["phases"].get(p.name, {}).get("driver") for p in phases]
+        overheads = [constants.overhead(known, p.name, "driver", analytic.layers) for p in phases]
         lines.append(_row("runtime overhead (measured constant)", overheads))
         lines.append(_row("context (measured constant)", [known["context"]] * len(phases)))
         totals = [p.total + (o or 0) + known["context"] for p, o in zip(phases, overheads, strict=True)]
         lines.append(_row("total", totals))
         peak_name, peak = max(zip((p.name for p in phases), totals, strict=True), key=lambda pair: pair[1])
-        overhead = known["phases"].get(peak_name, {}).get("driver") or 0
+        overhead = constants.overhead(known, peak_name, "driver", analytic.layers) or 0
         context = known["context"]
         lines += ["", f"total at the peak ({peak_name}): {peak / MIB:,.1f} MiB; its context ({context / MIB:,.1f} MiB)"
                   f" and runtime overhead ({overhead / MIB:,.1f} MiB) are measured constants from {source}"
-                  f" (the probe model, commit {known['git_commit']}, {known['measured_at']})"]
+                  f" (the probe model, commit {known['git_commit']}, {known['measured_at']}"
+                  + (f"; with the depth probe's cost per layer for {analytic.layers} layers"
+                     if known.get("per_layer") else "; no depth probe: nothing per layer") + ")"]
     else:
         peak_name = analytic.peak.name
         lines += ["", f"total at the peak ({analytic.peak.name}): {analytic.peak.total / MIB:,.1f} MiB of tensors;",

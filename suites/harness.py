@@ -52,7 +52,7 @@ def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
         record = benchmark.pedantic(run_scenario, args=(scenario,), kwargs={"timeout": timeout},
                                     rounds=1, iterations=1)
         run_files(suite, scenario.device).add(record)
-        if scenario.model == constants.PROBE:
+        if scenario.model in constants.PROBES:
             constants.update(record)
         benchmark.extra_info["record"] = record
         record_property("footprint", summary(record))

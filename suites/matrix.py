@@ -13,7 +13,7 @@ from models.catalogue import get_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
 from suites import device
-from suites.constants import PROBE
+from suites.constants import PROBES
 from suites.registry import frameworks
 
 
@@ -109,10 +109,10 @@ def suite_settings(name: str) -> tuple[tuple[Part, ...], tuple[str, ...], tuple[
 
 
 def scenarios(name: str) -> list[Scenario]:
-    """The probe of each framework first (its constants feed the estimates of the rest), then the suite."""
+    """The probes of each framework first (their constants feed the estimates of the rest), then the suite."""
     parts, chosen_frameworks, models, resolved = suite_settings(name)
-    probes = [Scenario.create(framework, PROBE, kind=kind, device=resolved)
-              for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
+    probes = [Scenario.create(framework, probe, kind=kind, device=resolved)
+              for probe in PROBES for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
     return probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
                                      allocator=mode, cuda_module_loading=loading, technique=technique, batch=batch)
                      for part in parts for model in (models or part.models) for kind in part.kinds

@@ -14,7 +14,7 @@ from models import backends  # noqa: E402
 from models.record import STATIC_PLAN  # noqa: E402
 from models.scenario import Scenario  # noqa: E402
 from suites import analysis, errors  # noqa: E402
-from suites.constants import PROBE  # noqa: E402
+from suites.constants import PROBES  # noqa: E402
 from suites.figures import context_alone, driver_peak, need  # noqa: E402
 
 MIB = 2**20
@@ -121,7 +121,7 @@ def breakdown_panels(run: dict) -> list[Panel]:
     """What `breakdown_bars` draws, per model and kind (the probe left out: it only feeds the estimate)."""
     result = []
     for (model, kind), records in panels(run["records"]).items():
-        if model == PROBE:
+        if model in PROBES:
             continue
         columns = []
         for record in records:
@@ -201,7 +201,7 @@ def mode_bars(run: dict) -> dict[tuple[str, str], list[ModeBar]]:
     found: dict[tuple[str, str], list[ModeBar]] = {}
     for record in run["records"]:
         scenario = record["scenario"]
-        if scenario["kind"] != "train" or scenario["model"] == PROBE:
+        if scenario["kind"] != "train" or scenario["model"] in PROBES:
             continue
         held = [driver_peak(p, run["device"])[0] for p in record["phases"]]
         needed = [need(record, p["name"])[0] for p in record["phases"]]
@@ -218,7 +218,7 @@ def allocator_modes(run: dict, path: Path) -> Path:
     bars = mode_bars(run)
     models = list(dict.fromkeys(model for model, _ in bars))
     frameworks = list(dict.fromkeys(framework for _, framework in bars))
-    context = [r for r in run["records"] if r["scenario"]["kind"] == "infer" and r["scenario"]["model"] != PROBE]
+    context = [r for r in run["records"] if r["scenario"]["kind"] == "infer" and r["scenario"]["model"] not in PROBES]
     figure, axes = _grid(len(models) + 1, max(len(frameworks), 1))
     for (model, framework), modes in bars.items():
         axis = axes[models.index(model)][frameworks.index(framework)]

@@ -221,16 +221,17 @@ def _breakdown_cell(record: dict) -> str:
 
 
 def _error_summary(run: dict) -> list[str]:
-    """Median and max absolute relative error of the estimate per framework and view, without the probe."""
+    """Median and max absolute relative error of the estimate per framework and view, without the probes."""
     summary = errors.summary(errors.rows(run))
     if not summary:
         return []
     lines = ["", "## Estimate vs measurement", "",
              "Estimate = the analytic bytes of `python -m suites estimate` plus the measured constants of the probe "
-             "model (results/constants-<device>.json). Views: *driver* = the phase's peak above the context phase "
+             "model and, where the depth probe ran, its runtime per layer times the net's layers beyond the probe's "
+             "(results/constants-<device>.json). Views: *driver* = the phase's peak above the context phase "
              "(host RSS on the CPU, NVML on a GPU); *allocator* = the framework allocator's peak. *framework* rows "
              "use the framework's own estimate (JAX's compiled memory_analysis(), torch's mem_tracker) with the "
-             "same constants. Absolute relative error over every phase after the context, probe excluded.", "",
+             "same constants. Absolute relative error over every phase after the context, probes excluded.", "",
              "| framework | view | estimate | phases | median error | max error |", "|---|---|---|---:|---:|---:|"]
     for (framework, view, source), figures in summary.items():
         lines.append(f"| {framework} | {view} | {source} | {figures['n']} | {figures['median']:.1%} | "

@@ -62,19 +62,25 @@ def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:
 GRAPH_SMALL = "graph-small"  # tests.test_estimate_graph.small_graph: every graph layer kind, run from a spec file
 
 
-@pytest.mark.parametrize(("model", "batch", "technique"), [
-    ("keras-small", 2, "none"), ("heatmap68", 2, "none"), ("plain-2", 2, "none"), ("resnet50", 1, "none"),
-    *((GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient"))])
-def test_torch_rules_match_autograd_saved_tensors(model: str, batch: int, technique: str, spec_file) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(("framework", "model", "batch", "technique"), [
+    *(("torch", model, batch, "none") for model, batch in (("keras-small", 2), ("heatmap68", 2), ("plain-2", 2),
+                                                           ("resnet50", 1))),
+    *(("torch", GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient")),
+    *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1)))])
+def test_torch_rules_match_autograd_saved_tensors(framework: str, model: str, batch: int, technique: str,
+                                                  spec_file) -> None:  # noqa: ANN001
     """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it, on chains and
-    graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling) and under each technique."""
+    graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling) and under each technique; the
+    keras-torch rules too (Keras's channels-first copies, its composed batch norm)."""
     spec = small_graph() if model == GRAPH_SMALL else get_model(model)
     where = {"model_file": str(spec_file(spec.to_dict()))} if model == GRAPH_SMALL else {"model": model}
-    record = run_scenario(Scenario.create("torch", **where, device="cpu", batch=batch, technique=technique))
+    record = run_scenario(Scenario.create(framework, **where, device="cpu", batch=batch, technique=technique))
     assert record["status"] == "ok", record["failure"]
     measured = phase(record, "train_step_1")["notes"]["saved_activation_bytes"]
-    predicted = activations(spec, RULES["torch"], batch, 4, technique).saved
-    assert abs(measured - predicted) <= 8, (measured, predicted)  # cross-entropy also keeps a 4-byte scalar
+    predicted = activations(spec, RULES[framework], batch, 4, technique).saved
+    # torch's cross-entropy also keeps a 4-byte scalar; Keras's losses keep a few scalars and, for cross-entropy,
+    # the labels as int64
+    assert abs(measured - predicted) <= (8 if framework == "torch" else 16 + 8 * batch), (measured, predicted)
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +132,28 @@ def test_probe_constants_are_measured_minus_analytic(tmp_path) -> None:  # noqa:
         assert known["phases"][name]["driver"] == rise - analytic.phase(name).total
     again = accounting.account(record, constants.load("cpu", target))
     assert again["comparison"]["build"]["driver"]["relative_error"] == 0.0  # why the probe is left out of errors
+
+
+def test_depth_probe_adds_a_measured_cost_per_layer(tmp_path) -> None:  # noqa: ANN001
+    """The depth probe's bytes beyond its tensors, less the probe's, per layer it has more; stored beside the probe's
+    constants (never without them) and added per layer beyond the probe's to a deeper net's estimate."""
+    target = tmp_path / "constants-cpu.json"
+    deep = run_scenario(Scenario.create("torch", constants.DEEP_PROBE, device="cpu"))
+    constants.update(deep, target)
+    assert constants.load("cpu", target) is None  # no probe measured yet: nothing to measure against
+    constants.update(run_scenario(Scenario.create("torch", constants.PROBE, device="cpu")), target)
+    constants.update(deep, target)
+    known = constants.lookup(constants.load("cpu", target), "torch", "train")
+    depth = known["per_layer"]
+    assert depth["probe_layers"] == len(get_model(constants.PROBE).layers)
+    assert depth["extra_layers"] == len(get_model(constants.DEEP_PROBE).layers) - depth["probe_layers"]
+    beyond = constants.from_probe(deep)["phases"]["train_step_1"]["driver"]
+    slope = depth["phases"]["train_step_1"]["driver"]
+    assert slope == round((beyond - known["phases"]["train_step_1"]["driver"]) / depth["extra_layers"])
+    layers = len(get_model("resnet50").layers)
+    assert constants.overhead(known, "train_step_1", "driver", layers) == (
+        known["phases"]["train_step_1"]["driver"] + max(slope, 0) * (layers - depth["probe_layers"]))
+    assert constants.overhead(known, "train_step_1", "driver", 1) == known["phases"]["train_step_1"]["driver"]
 
 
 def test_estimate_command_needs_no_framework() -> None:
