@@ -27,15 +27,18 @@ class Adapter(ABC):
     """Builds the spec's net in one framework and runs the phases of a scenario."""
 
     name: ClassVar[str]
-    # Compile in a helper process before the measured phases and load the result in `compile`: for a framework
-    # whose compile-time scratch (GPU autotuning) would set a peak counter that cannot be reset.
-    compiles_ahead: ClassVar[bool] = False
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.spec = scenario.spec
         self.compiled_path: str | None = None  # set by the worker where the compile helper succeeded
         self.helper_failure: str | None = None  # or why it did not
+
+    @property
+    def compiles_ahead(self) -> bool:
+        """Compile in a helper process before the measured phases and load the result in `compile`: for a framework
+        whose compile-time scratch (GPU autotuning) would set a peak counter that cannot be reset."""
+        return False
 
     @property
     def input_shape(self) -> tuple[int, ...]:

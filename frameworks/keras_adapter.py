@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 FRAMEWORKS = ("keras-jax", "keras-tensorflow", "keras-torch")
+JIT_COMPILE = {"auto": "auto", "jit": True, "no-jit": False}  # models.executions' Keras modes: compile()'s argument
 
 
 class Runtime(Protocol):
@@ -237,13 +238,19 @@ class KerasAdapter(Adapter):
         return sum(math.prod(variable.shape) for variable in self.model.non_trainable_weights)
 
     def compile(self) -> dict[str, object]:
+        jit = JIT_COMPILE[self.scenario.execution_mode]
         if self.scenario.kind == "infer":
-            return {"what": "nothing to compile: predict_on_batch traces at its first call"}
+            if jit == "auto":  # as a user predicts with a model never compiled
+                return {"what": "nothing to compile: predict_on_batch traces at its first call"}
+            self.model.compile(jit_compile=jit)
+            return {"what": "model.compile(jit_compile=...) only: predict_on_batch traces at its first call",
+                    "jit_compile": bool(self.model.jit_compile)}
         settings = OPTIMIZER_SETTINGS[self.scenario.optimizer] | (
             {"gradient_accumulation_steps": self._micro_batches} if self._micro_batches > 1 else {})
         optimizer = (keras.optimizers.Adam(**settings) if self.scenario.optimizer == "adam"
                      else keras.optimizers.SGD(**settings))
-        self.model.compile(optimizer=optimizer, loss=self.loss_fn)  # mixed_float16 wraps it in LossScaleOptimizer
+        # mixed_float16 wraps the optimizer in a LossScaleOptimizer
+        self.model.compile(optimizer=optimizer, loss=self.loss_fn, jit_compile=jit)
         return {"what": "model.compile: optimizer state and the traced step come at the first step",
                 "jit_compile": bool(self.model.jit_compile)}
 

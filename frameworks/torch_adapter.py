@@ -8,6 +8,7 @@ it), and the dense layer after a flatten has its rows permuted when canonical we
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import TYPE_CHECKING
 
 from frameworks import graph
@@ -127,6 +128,13 @@ def saved_activation_bytes(owned: list[torch.Tensor], run: Callable[[], object])
     return result, sum(saved.values())
 
 
+def _graphs() -> dict[str, int]:
+    """How many graphs Dynamo has compiled in this process so far (a recompilation adds one)."""
+    import torch._dynamo.utils
+
+    return {"graphs_compiled": int(torch._dynamo.utils.counters["stats"]["unique_graphs"])}
+
+
 class TorchAdapter(Adapter):
     name = "torch"
 
@@ -222,9 +230,11 @@ class TorchAdapter(Adapter):
         return sum(buffer.numel() for buffer in self._statistics_buffers())
 
     def compile(self) -> dict[str, object]:
+        mode = self.scenario.execution_mode
+        notes = self._compile_model(mode) if mode != "eager" else {"mode": "eager"}
         if self.scenario.kind == "infer":
             self.model.eval()
-            return {"mode": "eager", "what": "nothing to compile: eval mode set"}
+            return notes | ({"what": "nothing to compile: eval mode set"} if mode == "eager" else {})
         settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
         self.scaler = torch.amp.GradScaler(self.device.type) if self.scenario.technique == "fp16" else None
         if self.scenario.optimizer in ("sgd", "momentum"):
@@ -235,8 +245,19 @@ class TorchAdapter(Adapter):
                                               betas=(settings["beta_1"], settings["beta_2"]),
                                               eps=settings["epsilon"])
         self.model.train()
-        return {"mode": "eager", "what": "optimizer created; gradients and its state are allocated at the first step"}
+        return notes | {"what": "optimizer created; gradients and its state are allocated at the first step"
+                        + ("" if mode == "eager" else "; the training graph compiles at that first step")}
 
+    def _compile_model(self, mode: str) -> dict[str, object]:
+        """torch.compile, then one forward pass in inference mode, so the inference graph is compiled here and the
+        inference phase measures it steady; Dynamo compiles the training graph lazily, at train_step_1."""
+        option = None if mode == "compile" else mode
+        self.model = torch.compile(self.model, mode=option)
+        self.model.eval()
+        with torch.inference_mode():
+            self.model(self.inputs)
+        return {"mode": mode, "what": f"torch.compile(mode={option!r}) and the inference graph compiled by one"
+                                      " forward pass on the batch", **_graphs()}
     def _precision(self) -> contextlib.AbstractContextManager:
         """torch.autocast for the mixed-precision techniques (the weights stay fp32)."""
         half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.scenario.technique)
@@ -262,7 +283,10 @@ class TorchAdapter(Adapter):
         return total
 
     def train_step(self) -> dict[str, float]:
-        """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward."""
+        """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward (eager only:
+        a compiled graph keeps its own, out of the hooks' sight)."""
+        if self.scenario.execution_mode != "eager":
+            return {"loss": self._step().item(), **_graphs()}
         loss, saved = saved_activation_bytes(
             [*self.model.parameters(), *self.model.buffers(), self.inputs, self.targets], self._step)
         return {"loss": loss.item(), "saved_activation_bytes": saved}
@@ -311,12 +335,14 @@ class TorchAdapter(Adapter):
         }
 
     def framework_estimate(self) -> dict[str, object]:
-        """torch.distributed._tools.mem_tracker on a FakeTensor replica: the peak by category, no memory used."""
+        """torch.distributed._tools.mem_tracker on a FakeTensor replica: the peak by category, no memory used. The
+        replica runs eagerly (torch.compile cannot trace FakeTensors a second time): under a compiled mode this is
+        the eager graph's figure, and the record says so."""
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.distributed._tools.mem_tracker import MemTracker
 
         with FakeTensorMode():
-            replica = type(self)(self.scenario)
+            replica = type(self)(dataclasses.replace(self.scenario, execution="eager"))
             replica.device = self.device
             replica.build()
             replica.compile()
@@ -331,7 +357,7 @@ class TorchAdapter(Adapter):
                         replica.model(replica.inputs)
         peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
         return {"mem_tracker": {"phase": "train_step_1" if self.scenario.kind == "train" else "inference",
-                                "peak_bytes": int(peak["Total"]),
+                                "execution": "eager", "peak_bytes": int(peak["Total"]),
                                 "by_category": {str(getattr(k, "value", k)): int(v) for k, v in peak.items()
                                                 if k != "Total"}}}
 

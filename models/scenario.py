@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from models import allocators, backends, techniques
+from models import allocators, backends, executions, techniques
 from models.catalogue import get_model
 from models.spec import ModelSpec, SpecError, load_spec_file
 
@@ -50,6 +50,7 @@ class Scenario:
     device: str = "cpu"
     allocator: str = "default"  # see models.allocators
     technique: str = "none"  # see models.techniques
+    execution: str = executions.DEFAULT  # see models.executions
     cuda_module_loading: str = "LAZY"
     model_file: str | None = None
     spec_json: dict | None = None  # the spec itself, so a worker never depends on the caller's files
@@ -62,6 +63,7 @@ class Scenario:
         _choose(self.technique, techniques.TECHNIQUES, "technique")
         _choose(self.cuda_module_loading, allocators.CUDA_MODULE_LOADING, "CUDA module loading")
         allocators.parse(self.framework, self.allocator)
+        executions.resolve(self.framework, self.execution)
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 0:
             raise SpecError(f"batch must be a positive integer, got {self.batch!r}")
         if self.technique == "accumulate" and self.batch % techniques.ACCUMULATION_STEPS:
@@ -83,8 +85,14 @@ class Scenario:
 
     @property
     def unavailable(self) -> str | None:
-        """Why this scenario's technique cannot run here, or None."""
-        return techniques.unavailable(self.framework, self.technique, self.kind, self.device, self.spec)
+        """Why this scenario's technique or execution mode cannot run here, or None."""
+        return (techniques.unavailable(self.framework, self.technique, self.kind, self.device, self.spec)
+                or executions.unavailable(self.framework, self.execution, self.device))
+
+    @property
+    def execution_mode(self) -> str:
+        """The framework's own name for how it runs the net (`default` resolved)."""
+        return executions.resolve(self.framework, self.execution)
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -93,7 +101,7 @@ class Scenario:
     @property
     def label(self) -> str:
         return (f"{self.framework} {self.model} {self.kind} b{self.batch} {self.optimizer} {self.device}"
-                f" allocator={self.allocator} technique={self.technique}")
+                f" allocator={self.allocator} technique={self.technique} execution={self.execution_mode}")
 
     @property
     def variant_parts(self) -> list[str]:
@@ -101,6 +109,7 @@ class Scenario:
         default_batch = (self.spec_json or {}).get("default_batch", self.batch)
         extras = [f"b{self.batch}" if self.batch != default_batch else "",
                   self.technique if self.technique != "none" else "",
+                  self.execution if self.execution != executions.DEFAULT else "",
                   self.optimizer if self.kind == "train" and self.optimizer != "adam" else "",
                   self.allocator if self.allocator != "default" else "",
                   self.cuda_module_loading if self.cuda_module_loading != "LAZY" else ""]

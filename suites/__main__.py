@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from models import executions
 from models.allocators import CUDA_MODULE_LOADING, mode_names
 from models.catalogue import get_model, listed_models
 from models.estimate import estimate
@@ -37,7 +38,7 @@ def _run(args: argparse.Namespace) -> int:
     scenario = Scenario.create(args.framework, args.model, args.model_file, kind=args.scenario,
                                batch=args.batch, optimizer=args.optimizer, device=args.device,
                                allocator=args.allocator, cuda_module_loading=args.cuda_module_loading,
-                               technique=args.technique)
+                               technique=args.technique, execution=args.execution)
     record = run_scenario(scenario, timeout=args.timeout)
     if args.out:
         atomic_write_json(args.out, record)
@@ -128,6 +129,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--allocator", default="default",
                      help="; ".join(f"{name}: {', '.join(mode_names(name))}" for name in frameworks()))
     run.add_argument("--technique", default="none", choices=TECHNIQUES)
+    run.add_argument("--execution", default=executions.DEFAULT,
+                     help="; ".join(f"{name}: {', '.join(modes)}" for name, modes in executions.MODES.items()))
     run.add_argument("--cuda-module-loading", default="LAZY", choices=CUDA_MODULE_LOADING)
     run.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is killed")
     run.add_argument("--out", help="write the record here instead of printing it")

@@ -1,0 +1,61 @@
+"""Compiled execution as a scenario axis: each framework's modes run here, or say why they cannot."""
+
+from __future__ import annotations
+
+import pytest
+
+from models import executions
+from models.record import phase
+from models.scenario import Scenario
+from models.spec import SpecError
+from suites.orchestrator import run_scenario
+from tests.conftest import run_cli
+
+
+def test_torch_compile_trains_and_infers_with_its_graphs_counted() -> None:
+    """Inductor's CPU backend builds with the machine's gcc: the inference graph compiles in the compile phase (one
+    warm-up forward pass), the training graph at the first step, and nothing recompiles at the steady step."""
+    compiled = run_scenario(Scenario.create("torch", "keras-small", device="cpu", execution="compile"))
+    eager = run_scenario(Scenario.create("torch", "keras-small", device="cpu"))
+    assert compiled["status"] == "ok", compiled["failure"]
+    graphs = [phase(compiled, name)["notes"]["graphs_compiled"] for name in ("compile", "train_step_1", "train_step_2")]
+    assert graphs[0] >= 1 and graphs[1] > graphs[0] and graphs[2] == graphs[1]
+    assert "saved_activation_bytes" not in phase(compiled, "train_step_1")["notes"]  # the hooks cannot see inside
+    assert compiled["framework_estimate"]["mem_tracker"]["execution"] == "eager"
+    first = (phase(compiled, "train_step_1")["notes"]["loss"], phase(eager, "train_step_1")["notes"]["loss"])
+    assert first[0] == pytest.approx(first[1], rel=1e-4)
+
+
+@pytest.mark.parametrize(("framework", "execution", "jit_compile"), [
+    ("keras-tensorflow", "jit", True), ("keras-tensorflow", "no-jit", False), ("keras-jax", "no-jit", False)])
+def test_keras_runs_the_jit_compile_it_is_given(framework: str, execution: str, jit_compile: bool) -> None:
+    record = run_scenario(Scenario.create(framework, "keras-small", device="cpu", execution=execution))
+    assert record["status"] == "ok", record["failure"]
+    assert phase(record, "compile")["notes"]["jit_compile"] is jit_compile
+
+
+def test_jax_op_by_op_computes_what_the_jitted_step_does() -> None:
+    eager = run_scenario(Scenario.create("jax", "keras-small", device="cpu", execution="eager"))
+    jitted = run_scenario(Scenario.create("jax", "keras-small", device="cpu"))
+    assert eager["status"] == jitted["status"] == "ok", (eager["failure"], jitted["failure"])
+    assert "memory_analysis" not in phase(eager, "compile")["notes"]  # nothing compiled, so no plan
+    assert "memory_analysis" in phase(jitted, "compile")["notes"]
+    assert jitted["worker"]["compile_helper"] == {}  # on the CPU the helper guards nothing
+    losses = [phase(record, "train_step_2")["notes"]["loss"] for record in (eager, jitted)]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-4)
+
+
+def test_cuda_graphs_on_the_cpu_are_recorded_as_not_applicable() -> None:
+    record = run_scenario(Scenario.create("torch", "keras-small", device="cpu", execution="reduce-overhead"))
+    assert record["status"] == "unavailable" and "CUDA graphs" in record["failure"]["message"]
+    assert executions.unavailable("torch", "reduce-overhead", "cuda") is None
+
+
+def test_every_framework_names_its_modes_and_refuses_others() -> None:
+    for framework, modes in executions.MODES.items():
+        assert executions.resolve(framework, executions.DEFAULT) in modes
+        assert executions.examples(framework)[0] == executions.DEFAULT
+    with pytest.raises(SpecError, match="valid: default, jit, eager"):
+        Scenario.create("jax", "probe", execution="compile")
+    done = run_cli("run", "--framework", "torch", "--model", "probe", "--execution", "xla")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "execution" in done.stderr
