@@ -72,7 +72,7 @@ class PhaseRunner:
             "started_at": started_at,
             "ended_at": ended_at,
             "host": {"peak_rss": self.host.peak(), "start_rss_bytes": start_rss, "end_rss_bytes": end_rss,
-                     **self.host.rss_split()},
+                     **self.host.rss_split(), **self.host.children()},
             "allocator": self.adapter.counters(),
             "tensors": self.adapter.tensor_bytes(),
             "notes": notes,

@@ -23,7 +23,10 @@ MIB = 2**20
 def driver_peak(phase: dict, device: str) -> tuple[int | None, str]:
     """What the system gave the process: NVML on a GPU (the process, else the device), host RSS on the CPU."""
     if device != "cuda":
-        return phase["host"]["peak_rss"]["bytes"], "host peak RSS"
+        host = phase["host"]
+        children = sum(host.get(name, {}).get("bytes", 0) for name in ("children_peak_rss", "finished_child_peak_rss"))
+        counted = host.get("processes_counted", 1)
+        return host["peak_rss"]["bytes"] + children, "host peak RSS" + (f" ({counted} processes)" if children else "")
     sampled = phase.get("nvml", {})
     for name, label in (("process_peak", "NVML process peak"), ("device_peak", "NVML device peak")):
         if name in sampled:
