@@ -54,7 +54,16 @@ def unavailable(framework: str, execution: str, device: str) -> str | None:
     return None
 
 
-def examples(framework: str) -> list[str]:
-    """Every mode of a framework, its default first: the compile suite's columns."""
-    default = DEFAULTS[framework]
-    return [DEFAULT, *(name for name in MODES[framework] if name != default)]
+def auto_means(framework: str, device: str) -> str | None:
+    """The mode Keras's `jit_compile="auto"` becomes (Keras 3.15, Trainer._resolve_auto_jit_compile): off on torch,
+    on for JAX, for TensorFlow on only where a GPU is visible; None for a framework without `auto`."""
+    if framework == "keras-tensorflow":
+        return "jit" if device == "cuda" else "no-jit"
+    return {"keras-torch": "no-jit", "keras-jax": "jit"}.get(framework)
+
+
+def examples(framework: str, device: str) -> list[str]:
+    """The compile suite's modes of a framework on a device: its default first, then each mode that runs otherwise
+    (Keras's `auto` already is one of its other two)."""
+    same = (DEFAULTS[framework], auto_means(framework, device))
+    return [DEFAULT, *(name for name in MODES[framework] if name not in same)]

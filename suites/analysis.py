@@ -1,5 +1,5 @@
 """Figures across records: what a technique saves against its baseline, how memory grows with batch and depth,
-and what Keras adds on each backend.
+what Keras adds on each backend, and what each execution mode costs against the framework's default.
 
 Every figure comes from the records' `comparison` (measured bytes, the analytic estimate, the measured
 constant), in one view per framework: the allocator's where the framework has one on the device, else the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models import backends, techniques
+from models import backends, executions, techniques
 from models.record import phase
 from models.scenario import Scenario
 from suites.constants import PROBES
@@ -79,7 +79,8 @@ def _label(record: dict) -> str:
 
 def savings(run: dict) -> list[Saving]:
     """Each technique against the same framework's baseline (technique none, Adam, same model and batch)."""
-    records = [r for r in run["records"] if r["scenario"]["model"] not in PROBES]
+    records = [r for r in run["records"] if r["scenario"]["model"] not in PROBES
+               and r["scenario"].get("execution", executions.DEFAULT) == executions.DEFAULT]
 
     def key(record: dict) -> tuple:
         scenario = record["scenario"]
@@ -199,7 +200,7 @@ def keras_overhead(run: dict) -> list[Overhead]:
     def key(record: dict) -> tuple:
         scenario = Scenario.from_dict(record["scenario"])  # older records lack later fields: take their defaults
         return (scenario.model, scenario.kind, scenario.batch, scenario.optimizer, scenario.technique,
-                scenario.allocator, backends.backend(scenario.framework))
+                scenario.allocator, scenario.execution, backends.backend(scenario.framework))
 
     raws = {key(r): r for r in run["records"] if not backends.is_keras(r["scenario"]["framework"])}
     found = []
@@ -224,3 +225,52 @@ def _holds(record: dict, name: str) -> int | None:
 
 def _needs(record: dict, name: str) -> int | None:
     return need(record, name)[0]
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One framework's run of a model in one execution mode: per phase from compile on, what the process tree held
+    at the peak (the driver's view) and the phase's seconds; beside it, the same framework's default mode."""
+
+    model: str
+    kind: str
+    framework: str
+    execution: str  # the framework's own name for the mode
+    default: bool
+    status: str  # ok, or why there is no figure (not applicable here: the reason)
+    peaks: dict[str, int | None]
+    seconds: dict[str, float]
+    steady_versus_default: int | None  # the steady phase's peak minus the default mode's (negative: it saved)
+
+
+COMPILED_PHASES = ("compile", "train_step_1", "train_step_2", "inference")
+
+
+def execution_modes(run: dict) -> list[Mode]:
+    """Every record with each phase's driver peak and seconds, grouped by model, kind and framework, the default
+    mode first; nothing where the run has no mode but the default."""
+    records = [r for r in run["records"] if r["scenario"]["model"] not in PROBES]
+    if all(r["scenario"].get("execution", executions.DEFAULT) == executions.DEFAULT for r in records):
+        return []
+
+    def steady(record: dict) -> int | None:
+        name = "train_step_2" if record["scenario"]["kind"] == "train" else "inference"
+        found = phase(record, name)
+        return _holds(record, name) if found else None
+
+    defaults = {(r["scenario"]["model"], r["scenario"]["kind"], r["scenario"]["framework"]): r for r in records
+                if r["scenario"].get("execution", executions.DEFAULT) == executions.DEFAULT}
+    result = []
+    for record in records:
+        scenario = Scenario.from_dict(record["scenario"])
+        base = defaults.get((scenario.model, scenario.kind, scenario.framework))
+        ours, theirs = steady(record), steady(base) if base else None
+        status = record["status"] if record["status"] != "unavailable" else f"not applicable: " \
+            f"{record['failure']['message']}"
+        names = [name for name in COMPILED_PHASES if phase(record, name)]
+        result.append(Mode(scenario.model, scenario.kind, scenario.framework, scenario.execution_mode,
+                           scenario.execution == executions.DEFAULT, status,
+                           {name: _holds(record, name) for name in names},
+                           {name: phase(record, name)["seconds"] for name in names},
+                           None if ours is None or theirs is None else ours - theirs))
+    return sorted(result, key=lambda m: (m.model, m.kind, m.framework, not m.default, m.execution))

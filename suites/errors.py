@@ -9,6 +9,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from models import executions
 from suites.constants import PROBES
 
 VIEW_NAMES = {"driver": "rise above the context (driver's view)", "allocator": "allocator's peak"}
@@ -28,16 +29,21 @@ class Row:
 
 
 def rows(run: dict) -> list[Row]:
+    """Every compared phase and view; a framework run in a mode other than its default is named with the mode
+    (`torch compile`): the rules describe the default mode, and the error per mode shows what compiling changes."""
     found = []
     for record in run["records"]:
         scenario = record["scenario"]
         if scenario["model"] in PROBES:
             continue
+        execution = scenario.get("execution", executions.DEFAULT)
+        framework = scenario["framework"] + ("" if execution == executions.DEFAULT
+                                             else f" {executions.resolve(scenario['framework'], execution)}")
         for phase, views in record.get("comparison", {}).items():
             for view, figures in views.items():
                 for source, key in (("footprint", ""), ("framework", "framework_")):
                     if figures.get(f"{key}relative_error") is not None:
-                        found.append(Row(scenario["framework"], scenario["model"], scenario["kind"], phase, view,
+                        found.append(Row(framework, scenario["model"], scenario["kind"], phase, view,
                                          source, figures["measured"], figures[f"{key}estimate"],
                                          figures[f"{key}relative_error"]))
     return found

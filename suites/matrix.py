@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from models import allocators
+from models import allocators, executions
 from models.catalogue import get_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
@@ -20,7 +20,7 @@ from suites.registry import frameworks
 @dataclass(frozen=True)
 class Part:
     """One cross product of a suite: models x kinds x batches x techniques x optimizers x frameworks
-    (x allocator modes) x module loadings. Batch 0 is the model's own."""
+    (x allocator modes) (x execution modes) x module loadings. Batch 0 is the model's own."""
 
     models: tuple[str, ...]
     kinds: tuple[str, ...] = SCENARIO_KINDS
@@ -29,6 +29,7 @@ class Part:
     optimizers: tuple[str, ...] = ("adam",)
     techniques: tuple[str, ...] = ("none",)
     batches: tuple[int, ...] = (0,)
+    every_execution_mode: bool = False
 
 
 DOUBLING_BATCHES = tuple(2**power for power in range(9))  # 1 to 256
@@ -85,6 +86,11 @@ SUITES: dict[str, tuple[Part, ...]] = {
         Part(models=DEPTHS, kinds=("train",), techniques=("none", "checkpoint")),
         Part(models=("resnet50",), kinds=("train",), batches=RESNET_BATCHES),
     ),
+    # every framework's execution modes (models.executions): story 1's net trained and inferred, and story 3's
+    # keras200m inferred. resnet50 is left out: on the 2-core CPU torch.compile of its training step alone took
+    # 147 s at batch 2 (cold cache), and the suite must finish within 10 minutes there (README).
+    "compile": (Part(models=("heatmap68",), every_execution_mode=True),
+                Part(models=("keras200m",), kinds=("infer",), every_execution_mode=True)),
     "fit": (),  # questions, not scenarios: FIT_QUESTIONS
 }
 
@@ -114,10 +120,13 @@ def scenarios(name: str) -> list[Scenario]:
     probes = [Scenario.create(framework, probe, kind=kind, device=resolved)
               for probe in PROBES for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
     return probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
-                                     allocator=mode, cuda_module_loading=loading, technique=technique, batch=batch)
+                                     allocator=mode, cuda_module_loading=loading, technique=technique, batch=batch,
+                                     execution=execution)
                      for part in parts for model in (models or part.models) for kind in part.kinds
                      for batch in part.batches for technique in part.techniques for optimizer in part.optimizers
                      for framework in chosen_frameworks
+                     for execution in (executions.examples(framework, resolved) if part.every_execution_mode
+                                       else [executions.DEFAULT])
                      for mode in (allocators.examples(framework) if part.every_allocator_mode else ["default"])
                      for loading in part.module_loadings]
 

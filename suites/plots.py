@@ -307,6 +307,36 @@ def technique_savings(run: dict, path: Path) -> Path:
     return _finish(figure, run, "what each technique saves against Adam with no technique", frameworks, path)
 
 
+def execution_modes(run: dict, path: Path) -> Path:
+    """Per model and kind, one bar per framework and mode: what the steady phase held (solid) and what compiling
+    held beyond it (hatched), with the seconds compiling took; a mode that cannot run here says why."""
+    found = analysis.execution_modes(run)
+    groups = list(dict.fromkeys((m.model, m.kind) for m in found))
+    frameworks = list(dict.fromkeys(m.framework for m in found))
+    figure, axes = _grid(len(groups), 1)
+    for axis, (model, kind) in zip((row[0] for row in axes), groups, strict=True):
+        modes = [m for m in found if (m.model, m.kind) == (model, kind)]
+        steady_name = "train_step_2" if kind == "train" else "inference"
+        first = ("compile", "train_step_1") if kind == "train" else ("compile",)
+        for row, mode in enumerate(modes):
+            color = f"C{frameworks.index(mode.framework)}"
+            steady = mode.peaks.get(steady_name)
+            if mode.status != "ok" or steady is None:
+                axis.text(0, row, f"  {mode.status}", va="center", fontsize=7)
+                continue
+            compiling = max((mode.peaks.get(name) or 0) for name in first)
+            axis.barh(row, steady / MIB, color=color)
+            axis.barh(row, max(compiling - steady, 0) / MIB, left=steady / MIB, color=color, alpha=0.35, hatch="//")
+            seconds = sum(mode.seconds.get(name, 0.0) for name in first)
+            axis.text(max(steady, compiling) / MIB, row, f" compile+first {seconds:.0f} s", va="center", fontsize=7)
+        axis.set_yticks(range(len(modes)), [f"{m.framework} {m.execution}" for m in modes], fontsize=8)
+        axis.invert_yaxis()
+        axis.set_xlabel("MiB held by the process tree (solid: steady phase; hatched: more while compiling)")
+        axis.set_title(f"{model}, {kind}", fontsize=9)
+        axis.grid(axis="x", alpha=0.3)
+    return _finish(figure, run, "what each execution mode holds, steady and while compiling", frameworks, path)
+
+
 MARKERS = (("o", "circles"), ("s", "squares"), ("^", "triangles"), ("D", "diamonds"))
 
 
@@ -357,4 +387,4 @@ def fit_answers(run: dict, path: Path) -> Path:
 
 
 PLOTS = {"default": breakdown_bars, "allocators": allocator_modes, "techniques": technique_savings, "sweeps": sweeps,
-         "fit": fit_answers}
+         "fit": fit_answers, "compile": execution_modes}

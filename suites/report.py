@@ -66,7 +66,8 @@ def markdown(run: dict) -> str:
         lines.append("| framework's parameter count | " + " | ".join(
             f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
             for r in records) + " |")
-    lines += (_error_summary(run) + _keras_section(run) + _savings_section(run) + _sweeps_section(run)
+    lines += (_error_summary(run) + _keras_section(run) + _execution_section(run) + _savings_section(run)
+              + _sweeps_section(run)
               + _fits_section(run))
     return "\n".join(lines) + "\n"
 
@@ -110,6 +111,35 @@ def _keras_section(run: dict) -> list[str]:
         for name in PHASES[kind]:
             cells = [" / ".join(_signed(v) for v in o.phases[name]) if name in o.phases else "-" for o in mine]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _execution_section(run: dict) -> list[str]:
+    """Per model and kind, each framework's modes: the peak and seconds of every phase from compile on, and what
+    the steady phase holds against the framework's default mode."""
+    found = analysis.execution_modes(run)
+    if not found:
+        return []
+    lines = ["", "## What compiling costs and saves", "",
+             "Per phase, what the process and its children held at the peak (MiB, the driver's view) and the "
+             "phase's seconds. torch compiles the inference graph in `compile` (one forward pass) and the training "
+             "graph in `train_step_1`; JAX and Keras compile at the first call. Last column: the steady phase "
+             "(`train_step_2`, or `inference` for an infer scenario) against the same framework's default mode; "
+             "negative: the mode held less."]
+    for model, kind in dict.fromkeys((m.model, m.kind) for m in found):
+        names = [name for name in analysis.COMPILED_PHASES if name in PHASES[kind]]
+        lines += ["", f"**{model}, {kind}**", "",
+                  "| framework | mode | " + " | ".join(names) + " | steady vs default |",
+                  "|---|---|" + "---:|" * (len(names) + 1)]
+        for mode in (m for m in found if (m.model, m.kind) == (model, kind)):
+            label = mode.execution + (" (default)" if mode.default else "")
+            if mode.status != "ok":
+                lines.append(f"| {mode.framework} | {label} | {mode.status} |" + " |" * len(names))
+                continue
+            cells = [f"{_mib(mode.peaks[name])} ({mode.seconds[name]:.1f} s)" if mode.peaks.get(name) else "-"
+                     for name in names]
+            lines.append(f"| {mode.framework} | {label} | " + " | ".join(cells)
+                         + f" | {_signed(mode.steady_versus_default)} |")
     return lines
 
 

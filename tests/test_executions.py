@@ -54,7 +54,11 @@ def test_cuda_graphs_on_the_cpu_are_recorded_as_not_applicable() -> None:
 def test_every_framework_names_its_modes_and_refuses_others() -> None:
     for framework, modes in executions.MODES.items():
         assert executions.resolve(framework, executions.DEFAULT) in modes
-        assert executions.examples(framework)[0] == executions.DEFAULT
+        for device in ("cpu", "cuda"):
+            assert executions.examples(framework, device)[0] == executions.DEFAULT
+    assert executions.examples("keras-tensorflow", "cpu") == ["default", "jit"]
+    assert executions.examples("keras-jax", "cpu") == ["default", "no-jit"]
+    assert executions.examples("torch", "cpu") == ["default", "compile", "reduce-overhead", "max-autotune"]
     with pytest.raises(SpecError, match="valid: default, jit, eager"):
         Scenario.create("jax", "probe", execution="compile")
     done = run_cli("run", "--framework", "torch", "--model", "probe", "--execution", "xla")
