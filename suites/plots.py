@@ -328,7 +328,8 @@ def execution_modes(run: dict, path: Path) -> Path:
             axis.barh(row, steady / MIB, color=color)
             axis.barh(row, max(compiling - steady, 0) / MIB, left=steady / MIB, color=color, alpha=0.35, hatch="//")
             seconds = sum(mode.seconds.get(name, 0.0) for name in first)
-            axis.text(max(steady, compiling) / MIB, row, f" compile+first {seconds:.0f} s", va="center", fontsize=7)
+            axis.text(max(steady, compiling) / MIB, row, f" {' + '.join(first)}: {seconds:.1f} s", va="center",
+                      fontsize=7)
         axis.set_yticks(range(len(modes)), [f"{m.framework} {m.execution}" for m in modes], fontsize=8)
         axis.invert_yaxis()
         axis.set_xlabel("MiB held by the process tree (solid: steady phase; hatched: more while compiling)")

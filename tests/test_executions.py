@@ -9,6 +9,8 @@ from models.record import phase
 from models.scenario import Scenario
 from models.spec import SpecError
 from suites.orchestrator import run_scenario
+from suites.report import markdown
+from suites.runfile import RESULTS, load
 from tests.conftest import run_cli
 
 
@@ -63,3 +65,15 @@ def test_every_framework_names_its_modes_and_refuses_others() -> None:
         Scenario.create("jax", "probe", execution="compile")
     done = run_cli("run", "--framework", "torch", "--model", "probe", "--execution", "xla")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "execution" in done.stderr
+
+
+def test_the_committed_compile_run_reports_every_mode() -> None:
+    """The report's section reads the committed CPU run: each framework's modes beside its default, the mode that
+    cannot run here with its reason."""
+    run = load(RESULTS / "compile-cpu.json")
+    text = markdown(run)
+    assert "## What compiling costs and saves" in text
+    assert "| torch | reduce-overhead | not applicable: CUDA graphs" in text
+    for framework, mode in (("torch", "compile"), ("jax", "eager"), ("keras-tensorflow", "jit"),
+                            ("keras-jax", "no-jit")):
+        assert f"| {framework} | {mode} |" in text
