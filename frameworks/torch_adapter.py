@@ -128,11 +128,14 @@ def saved_activation_bytes(owned: list[torch.Tensor], run: Callable[[], object])
     return result, sum(saved.values())
 
 
-def _graphs() -> dict[str, int]:
-    """How many graphs Dynamo has compiled in this process so far (a recompilation adds one)."""
+def _graphs() -> dict[str, float]:
+    """How many graphs Dynamo has compiled in this process so far (a recompilation adds one), and the seconds
+    compiling took so far (Dynamo's own clock): a phase's share is the difference from the phase before."""
     import torch._dynamo.utils
 
-    return {"graphs_compiled": int(torch._dynamo.utils.counters["stats"]["unique_graphs"])}
+    return {"graphs_compiled": int(torch._dynamo.utils.counters["stats"]["unique_graphs"]),
+            "compile_seconds_so_far": round(torch._dynamo.utils.calculate_time_spent().get("total_wall_time", 0.0),
+                                            3)}
 
 
 class TorchAdapter(Adapter):

@@ -88,7 +88,11 @@ RULES = {
             " derivatives.yaml: result1; not run here); ZeroPad2d's padded copy replaces the conv input where 'same' is"
             " uneven, integer padding is inside the conv; Adam's state arrives in the first step(); on the CPU Adam"
             " runs per tensor (sqrt and divide make two temporaries of the largest parameter), on CUDA it is foreach"
-            " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad"),
+            " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad; these are the"
+            " eager rules: under torch.compile Inductor's partitioner chooses what the backward keeps (it may"
+            " recompute cheap ops instead), reduce-overhead adds CUDA graphs' private pool, and compiled code and"
+            " compile children add host memory, none of which the rules count (the report's error per mode shows"
+            " the difference)"),
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
@@ -134,7 +138,8 @@ RULES = {
             " 1,976 both; on the H100 plain-16's fell from 136 to 50 MiB), so there the recomputing techniques are"
             " estimated as none; optax's state is created in compile (optimizer.init); the update is"
             " fused into the jitted step with parameters and state donated, so it adds no temporaries; jax.random"
-            " makes bits then floats: two temporaries of the tensor drawn at build"),
+            " makes bits then floats: two temporaries of the tensor drawn at build; these are the rules of the"
+            " jitted step: op by op (jax.disable_jit) nothing is fused, and the rules do not count what that adds"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,

@@ -139,6 +139,8 @@ def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_
             own = [sum(used for pid, used in s.processes.items() if pid in tree) for s in inside]
             figures["process_peak"] = counter(max(own), SAMPLED_PEAK)
             figures["process_end"] = counter(own[-1], AT_PHASE_END)
+            # the worker's tree on the GPU in the phase (compile workers with a CUDA context count too)
+            figures["processes_counted"] = len({pid for s in inside for pid in s.processes if pid in tree})
         phase["nvml"] = figures
     span = samples[-1].time - samples[0].time if len(samples) > 1 else 0.0
     return {

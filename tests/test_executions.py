@@ -22,6 +22,10 @@ def test_torch_compile_trains_and_infers_with_its_graphs_counted() -> None:
     assert compiled["status"] == "ok", compiled["failure"]
     graphs = [phase(compiled, name)["notes"]["graphs_compiled"] for name in ("compile", "train_step_1", "train_step_2")]
     assert graphs[0] >= 1 and graphs[1] > graphs[0] and graphs[2] == graphs[1]
+    seconds = [phase(compiled, name)["notes"]["compile_seconds_so_far"] for name in ("compile", "train_step_1",
+                                                                                      "train_step_2")]
+    assert 0 < seconds[0] < seconds[1] == seconds[2]  # the training graph compiled in the first step, not after
+    assert all(phase(compiled, name)["host"]["processes_counted"] >= 1 for name in ("compile", "train_step_1"))
     assert "saved_activation_bytes" not in phase(compiled, "train_step_1")["notes"]  # the hooks cannot see inside
     assert compiled["framework_estimate"]["mem_tracker"]["execution"] == "eager"
     first = (phase(compiled, "train_step_1")["notes"]["loss"], phase(eager, "train_step_1")["notes"]["loss"])
