@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from frameworks.host_memory import HostMemory
 from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN, phase
 from models.scenario import PHASES, Scenario
 from suites.orchestrator import run_scenario
+from suites.registry import ROOT
 from tests.conftest import FRAMEWORKS
 
 # 5000 x 5000 dense: 100 MB of fp32 weights, enough to stand out of the interpreter's own noise.
@@ -35,26 +37,36 @@ def test_host_peak_sees_a_transient_inside_the_phase() -> None:
 
 CHILD_HOLDS = ("import sys, time; block = bytearray(200 * 2**20); sys.stdout.write('ready\\n'); sys.stdout.flush();"
                " time.sleep(60)")
+# Run in a fresh interpreter: the kernel's finished-child peak is a lifetime maximum, and this test process has
+# already waited for larger workers.
+TREE_CHECK = f"""
+import json, subprocess, sys
+from frameworks.host_memory import HostMemory
+memory = HostMemory()
+memory.reset_peak()
+seen = {{"before": memory.children()}}
+child = subprocess.Popen([sys.executable, "-c", {CHILD_HOLDS!r}], stdout=subprocess.PIPE, text=True)
+child.stdout.readline()
+seen["alive"] = memory.children()
+child.kill()
+child.wait()
+seen["finished"] = memory.children()
+memory.reset_peak()
+seen["next phase"] = memory.children()
+print(json.dumps(seen))
+"""
 
 
 def test_host_figures_count_the_processes_a_phase_starts() -> None:
     """A child alive at the phase's end is counted with its own reset peak; one that finished inside the phase by
     the kernel's largest finished-child peak, where it rose."""
-    memory = HostMemory()
-    memory.reset_peak()
-    assert memory.children() == {"processes_counted": 1}
-    child = subprocess.Popen([sys.executable, "-c", CHILD_HOLDS], stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline() == "ready\n"
-        alive = memory.children()
-        assert alive["processes_counted"] == 2 and alive["children_peak_rss"]["bytes"] >= 200 * 2**20
-    finally:
-        child.kill()
-        child.wait()
-    finished = memory.children()
-    assert finished["processes_counted"] == 2 and finished["finished_child_peak_rss"]["bytes"] >= 200 * 2**20
-    memory.reset_peak()  # the next phase: that child's peak is no longer new
-    assert memory.children() == {"processes_counted": 1}
+    done = subprocess.run([sys.executable, "-c", TREE_CHECK], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["before"] == seen["next phase"] == {"processes_counted": 1}
+    assert seen["alive"]["processes_counted"] == 2 and seen["alive"]["children_peak_rss"]["bytes"] >= 200 * 2**20
+    assert seen["finished"]["processes_counted"] == 2
+    assert seen["finished"]["finished_child_peak_rss"]["bytes"] >= 200 * 2**20
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
