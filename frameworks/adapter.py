@@ -97,8 +97,8 @@ class Adapter(ABC):
         """One optimizer step on the batch; returns notes with the loss (reading it also synchronizes)."""
 
     @abstractmethod
-    def infer(self) -> None:
-        """One forward pass on the batch with gradient tracking off."""
+    def infer(self) -> dict[str, object] | None:
+        """One forward pass on the batch with gradient tracking off; what it notes, if anything."""
 
     @abstractmethod
     def allocate(self, nbytes: int) -> object:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from frameworks.adapter import Adapter, init_bound
 from frameworks.jax_adapter import JaxAdapter
-from frameworks.torch_adapter import TorchAdapter, saved_activation_bytes
+from frameworks.torch_adapter import TorchAdapter, dynamo_graphs, saved_activation_bytes
 from models import allocators, backends, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS, Scenario
@@ -272,6 +272,8 @@ class KerasAdapter(Adapter):
 
         if self.backend != "torch":
             return {"loss": step()}
+        if self.model.jit_compile:  # Keras wraps its step in torch.compile: count its graphs, as for raw torch
+            return {"loss": step(), **dynamo_graphs()}
         owned = [variable.value for variable in self.model.variables] + [self.inputs, self.targets]
         loss, saved = saved_activation_bytes(owned, step)
         return {"loss": loss, "saved_activation_bytes": saved}
@@ -284,13 +286,14 @@ class KerasAdapter(Adapter):
 
         return torch.enable_grad()
 
-    def infer(self) -> None:
+    def infer(self) -> dict[str, object]:
         with self._placement():
             if self.scenario.technique == "tracked":  # the forward keeps what a gradient needs while it runs
                 with self._tracking():
                     self.model(self.inputs, training=False)
             else:
                 self.model.predict_on_batch(self.inputs)
+        return dynamo_graphs() if self.backend == "torch" and self.model.jit_compile else {}
 
     def allocate(self, nbytes: int) -> object:
         return self.runtime.allocate(nbytes)

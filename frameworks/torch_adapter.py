@@ -128,7 +128,7 @@ def saved_activation_bytes(owned: list[torch.Tensor], run: Callable[[], object])
     return result, sum(saved.values())
 
 
-def _graphs() -> dict[str, float]:
+def dynamo_graphs() -> dict[str, float]:
     """How many graphs Dynamo has compiled in this process so far (a recompilation adds one), and the seconds
     compiling took so far (Dynamo's own clock): a phase's share is the difference from the phase before."""
     import torch._dynamo.utils
@@ -260,7 +260,7 @@ class TorchAdapter(Adapter):
         with torch.inference_mode():
             self.model(self.inputs)
         return {"mode": mode, "what": f"torch.compile(mode={option!r}) and the inference graph compiled by one"
-                                      " forward pass on the batch", **_graphs()}
+                                      " forward pass on the batch", **dynamo_graphs()}
     def _precision(self) -> contextlib.AbstractContextManager:
         """torch.autocast for the mixed-precision techniques (the weights stay fp32)."""
         half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.scenario.technique)
@@ -289,7 +289,7 @@ class TorchAdapter(Adapter):
         """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward (eager only:
         a compiled graph keeps its own, out of the hooks' sight)."""
         if self.scenario.execution_mode != "eager":
-            return {"loss": self._step().item(), **_graphs()}
+            return {"loss": self._step().item(), **dynamo_graphs()}
         loss, saved = saved_activation_bytes(
             [*self.model.parameters(), *self.model.buffers(), self.inputs, self.targets], self._step)
         return {"loss": loss.item(), "saved_activation_bytes": saved}
