@@ -178,3 +178,40 @@ def test_inference_holds_the_skip_and_hand_count_counts_each_new_tensor() -> Non
     assert floor(spec, "infer", 1, "sgd", 4) == spec.weight_bytes() + spec.statistics_bytes() + peak
     relu_free = sum(math.prod(s.output_shape) for s in spec.walk() if s.layer.kind != "relu")
     assert hand_count(spec) == 224 * 224 * 3 + relu_free
+
+
+def test_keras_on_torch_holds_every_layer_output_through_an_inference() -> None:
+    """Run eagerly, Keras's Functional keeps each layer's output until the call returns: inference holds them all,
+    a recomputed run as one layer (its output, plus its own outputs while it runs)."""
+    spec = get_model("resnet50")
+    # every layer's output and each ZeroPadding2D copy Keras puts before a conv or pool with integer padding
+    every_output = sum(op.outputs for op in steps(spec, RULES["keras-torch"], 4)) * 4
+    assert every_output > sum(math.prod(s.output_shape) for s in spec.walk()) * 4
+    assert activations(spec, RULES["keras-torch"], 1, 4).inference_transient == every_output
+    assert activations(spec, RULES["torch"], 1, 4).inference_transient < every_output / 10
+    per_block = activations(spec, RULES["keras-torch"], 1, 4, "checkpoint").inference_transient
+    assert activations(spec, RULES["torch"], 1, 4).inference_transient < per_block < every_output
+
+
+def test_xla_on_the_cpu_keeps_what_a_checkpoint_would_recompute() -> None:
+    spec = get_model("resnet50")
+    for framework in ("jax", "keras-jax"):
+        cpu = {t: estimate(spec, "train", 8, framework=framework, device="cpu", technique=t).peak.total
+               for t in ("none", "checkpoint", "bnrelu")}
+        cuda = {t: estimate(spec, "train", 8, framework=framework, device="cuda", technique=t).peak.total
+                for t in ("none", "checkpoint")}
+        assert cpu["none"] == cpu["checkpoint"] == cpu["bnrelu"] and cuda["checkpoint"] < cuda["none"]
+
+
+def test_tensorflow_on_the_cpu_keeps_each_phase_high_water_mark() -> None:
+    """Pages a phase freed stay with the process: no phase after the step holds less than it, and the retained
+    pages are the host's alone, not the allocator's."""
+    spec = get_model("resnet50")
+    cpu = estimate(spec, "train", 8, framework="keras-tensorflow", device="cpu")
+    totals = [phase.total for phase in cpu.phases if phase.items]
+    assert totals == sorted(totals)
+    inference = cpu.phase("inference")
+    assert inference.items["retained_pages"] > 0
+    assert inference.total == max(cpu.phase(name).total for name in ("train_step_1", "train_step_2"))
+    assert "retained_pages" not in estimate(spec, "train", 8, framework="keras-tensorflow", device="cuda").phase(
+        "inference").items
