@@ -1,4 +1,5 @@
 # make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,keras-jax] [MODELS=keras-small] [TIMEOUT=600]
+#            [START=--resume|--fresh]
 # make test
 PYTHON ?= python3
 TOOLS := .venv-tools
@@ -8,6 +9,7 @@ DEVICE ?= auto
 FRAMEWORKS ?=
 MODELS ?=
 TIMEOUT ?= 600
+START ?=
 
 .PHONY: bench test envs clean
 
@@ -27,7 +29,7 @@ envs: $(TOX)
 
 bench: envs
 	.tox/bench/bin/python -m suites bench --suite "$(SUITE)" --device "$(DEVICE)" \
-		--frameworks "$(FRAMEWORKS)" --models "$(MODELS)" --timeout "$(TIMEOUT)"
+		--frameworks "$(FRAMEWORKS)" --models "$(MODELS)" --timeout "$(TIMEOUT)" $(START)
 
 test: envs
 	$(TOX) run -e test

@@ -102,7 +102,8 @@ def _fit(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from suites.bench import run_suite
 
-    return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout)
+    start = "resume" if args.resume else "fresh" if args.fresh else "merge"
+    return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout, start)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -172,6 +173,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
     bench.add_argument("--models", default="", help="comma-separated; default: the suite's")
     bench.add_argument("--timeout", type=float, default=600.0)
+    start = bench.add_mutually_exclusive_group()
+    start.add_argument("--resume", action="store_true", help="skip the scenarios the run file already has ok")
+    start.add_argument("--fresh", action="store_true", help="start the run file over (default: add or replace "
+                                                            "this run's scenarios, keep the others)")
     bench.set_defaults(action=_bench)
 
     report = commands.add_parser("report", help="render the plot and Markdown report of a run file")

@@ -6,24 +6,30 @@ import os
 
 import pytest
 
-from suites import device
+from suites import device, runfile
 from suites.matrix import size, suite_settings
 from suites.registry import ROOT, interpreter
 from suites.report import render
 from suites.runfile import run_path
 
 
-def run_suite(suite: str, requested_device: str, frameworks: str, models: str, timeout: float) -> int:
+def run_suite(suite: str, requested_device: str, frameworks: str, models: str, timeout: float,
+              start: str = "merge") -> int:
+    """`start`: merge (add or replace this run's scenarios in the run file), resume (also skip those already
+    ok) or fresh (start the run file over)."""
     os.environ.update({"FOOTPRINT_FRAMEWORKS": frameworks, "FOOTPRINT_MODELS": models,
-                       "FOOTPRINT_DEVICE": device.resolve(requested_device), "FOOTPRINT_TIMEOUT": str(timeout)})
+                       "FOOTPRINT_DEVICE": device.resolve(requested_device), "FOOTPRINT_TIMEOUT": str(timeout),
+                       "FOOTPRINT_RESUME": "1" if start == "resume" else "",
+                       "FOOTPRINT_FRESH": "1" if start == "fresh" else ""})
     _, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
     for framework in chosen:
         interpreter(framework, resolved)
+    runfile.lock(run_path(suite, resolved))  # a second run on the same file is refused here, in one line
     print(f"footprint: suite {suite}, {size(suite)} on {device.describe(resolved)}", flush=True)
     code = pytest.main([str(ROOT / "suites" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
                         "--benchmark-columns=max", "--benchmark-sort=name", "-W", "ignore::DeprecationWarning"])
     path = run_path(suite, resolved)
     if path.exists():
         for written in (path, *render(path)):
-            print(f"footprint: wrote {written.relative_to(ROOT)}")
+            print(f"footprint: wrote {written.relative_to(ROOT) if written.is_relative_to(ROOT) else written}")
     return int(code)

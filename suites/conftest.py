@@ -28,7 +28,10 @@ def run_files() -> Iterator[Callable[[str, str], RunFile]]:
     files: dict[tuple[str, str], RunFile] = {}
 
     def run_file(suite: str, resolved_device: str) -> RunFile:
-        return files.setdefault((suite, resolved_device), RunFile(suite, resolved_device))
+        if (suite, resolved_device) not in files:
+            fresh = bool(os.environ.get("FOOTPRINT_FRESH"))  # python -m suites bench --fresh
+            files[suite, resolved_device] = RunFile(suite, resolved_device, fresh=fresh)
+        return files[suite, resolved_device]
 
     yield run_file
     for run in files.values():

@@ -47,11 +47,15 @@ def scenario_id(scenario: Scenario) -> str:
 def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
     @pytest.mark.parametrize("scenario", scenarios, ids=[scenario_id(s) for s in scenarios])
     def test_scenario(benchmark, scenario: Scenario, record_property, run_files) -> None:  # noqa: ANN001
+        run = run_files(suite, scenario.device)
+        run.request(scenarios)
+        if os.environ.get("FOOTPRINT_RESUME") and run.has_ok(scenario):
+            pytest.skip("already ok in the run file (--resume)")
         benchmark.group = f"{scenario.model} {scenario.kind} ({scenario.device})"
         timeout = float(os.environ.get("FOOTPRINT_TIMEOUT", DEFAULT_TIMEOUT_S))
         record = benchmark.pedantic(run_scenario, args=(scenario,), kwargs={"timeout": timeout},
                                     rounds=1, iterations=1)
-        run_files(suite, scenario.device).add(record)
+        run.add(record)
         if scenario.model in constants.PROBES:
             constants.update(record)
         benchmark.extra_info["record"] = record

@@ -33,6 +33,12 @@ def panels(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
 
 
 def _grid(rows: int, columns: int) -> tuple[plt.Figure, list]:
+    """A rows x columns grid of panels; with nothing to draw (a run of probes only, say), one note and no panel."""
+    if not rows or not columns:
+        figure, axis = plt.subplots(figsize=(7, 2.4))
+        axis.text(0.5, 0.5, "nothing to draw yet: no finished scenario beyond the probes", ha="center", va="center")
+        axis.set_axis_off()
+        return figure, []
     figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 3.6 * rows), squeeze=False)
     return figure, axes
 
