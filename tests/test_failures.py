@@ -18,8 +18,10 @@ TOO_LARGE = {"name": "too-large", "input_shape": [65536], "loss": "mse",
 
 def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     run = RunFile("failures", "cpu", tmp_path / "run.json")
-    scenario = Scenario.create("torch", "keras-small", kind="infer", device="cpu")
-    for fault, timeout in (("build:raise", 120), ("compile:hang", 20), ("context:abort", 120), (None, 120)):
+    faults = (("build:raise", 120), ("compile:hang", 20), ("context:abort", 120), (None, 120))
+    # one batch per fault: the run file keeps one record per scenario, and these are four
+    for batch, (fault, timeout) in enumerate(faults, start=1):
+        scenario = Scenario.create("torch", "keras-small", kind="infer", device="cpu", batch=batch)
         run.add(run_scenario(scenario, timeout=timeout, fault=fault))
     run.finish()
     records = load(tmp_path / "run.json")["records"]
