@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -30,6 +31,17 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    """A timeout: a positive, finite number of seconds (zero or less would kill every worker at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -133,7 +145,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--execution", default=executions.DEFAULT,
                      help="; ".join(f"{name}: {', '.join(modes)}" for name, modes in executions.MODES.items()))
     run.add_argument("--cuda-module-loading", default="LAZY", choices=CUDA_MODULE_LOADING)
-    run.add_argument("--timeout", type=float, default=600.0, help="seconds before the worker is killed")
+    run.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before the worker is killed")
     run.add_argument("--out", help="write the record here instead of printing it")
     run.set_defaults(action=_run)
 
@@ -162,7 +174,7 @@ def parser() -> argparse.ArgumentParser:
     fits.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     fits.add_argument("--technique", default="none", choices=TECHNIQUES)
     fits.add_argument("--device", default="auto", choices=DEVICES)
-    fits.add_argument("--timeout", type=float, default=600.0, help="seconds per probe")
+    fits.add_argument("--timeout", type=_seconds, default=600.0, help="seconds per probe")
     fits.add_argument("--max-batch", type=int, default=4096, help="the largest batch to try")
     fits.add_argument("--out", help="also write the result and its probes as JSON here")
     fits.set_defaults(action=_fit)
@@ -172,7 +184,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="auto", choices=DEVICES)
     bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
     bench.add_argument("--models", default="", help="comma-separated; default: the suite's")
-    bench.add_argument("--timeout", type=float, default=600.0)
+    bench.add_argument("--timeout", type=_seconds, default=600.0, help="seconds per scenario")
     start = bench.add_mutually_exclusive_group()
     start.add_argument("--resume", action="store_true", help="skip the scenarios the run file already has ok")
     start.add_argument("--fresh", action="store_true", help="start the run file over (default: add or replace "

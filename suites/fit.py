@@ -31,10 +31,12 @@ EXIT_CODES = {"fits": 0, "does not fit": 1, "unknown": 3}  # 2 is the command li
 def parse_budget(text: str) -> int:
     """'2GiB', '900MB', '1.5 GB' -> bytes; a one-line SpecError otherwise."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*", text)
-    if not match or match.group(2).upper() not in UNITS or float(match.group(1)) <= 0:
+    size = int(float(match.group(1)) * UNITS[match.group(2).upper()]) if match and match.group(2).upper() in UNITS \
+        else 0
+    if size < 1:  # no unit, an unknown one, or less than a byte ('0.4B')
         raise SpecError(f"budget must be a positive size with a unit ({', '.join(k.replace('I', 'i') for k in UNITS)})"
-                        f", got {text!r}")
-    return int(float(match.group(1)) * UNITS[match.group(2).upper()])
+                        f" of at least one byte, got {text!r}")
+    return size
 
 
 def capped(scenario: Scenario, budget: int) -> tuple[Scenario, str]:

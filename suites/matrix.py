@@ -5,6 +5,7 @@ A suite is `suites/bench_<name>.py` plus its entry here.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -119,7 +120,7 @@ def scenarios(name: str) -> list[Scenario]:
     parts, chosen_frameworks, models, resolved = suite_settings(name)
     probes = [Scenario.create(framework, probe, kind=kind, device=resolved)
               for probe in PROBES for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
-    return probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
+    return _once(probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
                                      allocator=mode, cuda_module_loading=loading, technique=technique, batch=batch,
                                      execution=execution)
                      for part in parts for model in (models or part.models) for kind in part.kinds
@@ -128,7 +129,13 @@ def scenarios(name: str) -> list[Scenario]:
                      for execution in (executions.examples(framework, resolved) if part.every_execution_mode
                                        else [executions.DEFAULT])
                      for mode in (allocators.examples(framework) if part.every_allocator_mode else ["default"])
-                     for loading in part.module_loadings]
+                     for loading in part.module_loadings])
+
+
+def _once(found: list[Scenario]) -> list[Scenario]:
+    """Each scenario once, in first-named order: `--models` gives every part the same models, and two parts that
+    differ only in their models then name the same scenario."""
+    return list({json.dumps(scenario.to_dict(), sort_keys=True): scenario for scenario in found}.values())
 
 
 def fit_questions() -> list[tuple[Question, Scenario]]:

@@ -39,6 +39,18 @@ def test_unknown_choice_is_one_line_exit_2_nothing_written(args: list[str], name
     assert not out.exists() and done.stdout == ""
 
 
+@pytest.mark.parametrize("args, message", [
+    (["run", *VALID, "--timeout", "0"], "--timeout: must be a positive number of seconds"),
+    (["run", *VALID, "--timeout", "-5"], "--timeout: must be a positive number of seconds"),
+    (["bench", "--suite", "default", "--timeout", "nan"], "--timeout: must be a positive number of seconds"),
+    (["fit", "--framework", "torch", "--model", "probe", "--budget", "0.4B"], "at least one byte, got '0.4B'"),
+])
+def test_bad_numbers_are_one_line_exit_2(args: list[str], message: str) -> None:
+    done = run_cli(*args)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert message in done.stderr and done.stdout == ""
+
+
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not valid JSON"),
     (json.dumps({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": [{"type": "lstm"}]}),
