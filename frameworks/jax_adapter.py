@@ -239,15 +239,16 @@ class JaxAdapter(Adapter):
                      "compiled_in": "helper process", "helper_memory": payload["memory"]}
         elif self.helper_failure:
             raise RuntimeError(self.helper_failure)
-        else:  # the helper itself, or a worker used without one (the parity checks)
+        else:  # the helper itself, a worker with nothing to guard (the CPU, op by op), the parity checks
             before = self._stats()
             executables = self._compile()
             self.compile_memory = _compile_scratch(before, self._stats())
-            notes = {"what": "optimizer state created; train step and forward lowered and compiled ahead of time",
-                     "compiled_in": "this process"}
+            done = ("left to run op by op" if self.scenario.execution_mode == "eager"
+                    else "lowered and compiled ahead of time")
+            notes = {"what": f"optimizer state created; train step and forward {done}", "compiled_in": "this process"}
         self.forward_compiled, self.step = executables["forward"], executables.get("train_step")
-        if self.scenario.execution_mode == "eager":
-            return notes | {"what": notes["what"].replace("lowered and compiled ahead of time", "left to run op by op")}
+        if self.scenario.execution_mode == "eager":  # nothing compiled: no plan to read
+            return notes
         return notes | {"memory_analysis": {name: _plan(compiled) for name, compiled in executables.items()}}
 
     def save_compiled(self, path: str) -> None:

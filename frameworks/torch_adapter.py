@@ -261,6 +261,7 @@ class TorchAdapter(Adapter):
             self.model(self.inputs)
         return {"mode": mode, "what": f"torch.compile(mode={option!r}) and the inference graph compiled by one"
                                       " forward pass on the batch", **dynamo_graphs()}
+
     def _precision(self) -> contextlib.AbstractContextManager:
         """torch.autocast for the mixed-precision techniques (the weights stay fp32)."""
         half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.scenario.technique)

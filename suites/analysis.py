@@ -79,8 +79,7 @@ def _label(record: dict) -> str:
 
 def savings(run: dict) -> list[Saving]:
     """Each technique against the same framework's baseline (technique none, Adam, same model and batch)."""
-    records = [r for r in run["records"] if r["scenario"]["model"] not in PROBES
-               and r["scenario"].get("execution", executions.DEFAULT) == executions.DEFAULT]
+    records = [r for r in run["records"] if r["scenario"]["model"] not in PROBES and _default_mode(r)]
 
     def key(record: dict) -> tuple:
         scenario = record["scenario"]
@@ -246,11 +245,16 @@ class Mode:
 COMPILED_PHASES = ("compile", "train_step_1", "train_step_2", "inference")
 
 
+def _default_mode(record: dict) -> bool:
+    """Whether the record ran its framework's default execution mode (older records have no other)."""
+    return record["scenario"].get("execution", executions.DEFAULT) == executions.DEFAULT
+
+
 def execution_modes(run: dict) -> list[Mode]:
     """Every record with each phase's driver peak and seconds, grouped by model, kind and framework, the default
     mode first; nothing where the run has no mode but the default."""
     records = [r for r in run["records"] if r["scenario"]["model"] not in PROBES]
-    if all(r["scenario"].get("execution", executions.DEFAULT) == executions.DEFAULT for r in records):
+    if all(_default_mode(r) for r in records):
         return []
 
     def steady(record: dict) -> int | None:
@@ -259,17 +263,17 @@ def execution_modes(run: dict) -> list[Mode]:
         return _holds(record, name) if found else None
 
     defaults = {(r["scenario"]["model"], r["scenario"]["kind"], r["scenario"]["framework"]): r for r in records
-                if r["scenario"].get("execution", executions.DEFAULT) == executions.DEFAULT}
+                if _default_mode(r)}
     result = []
     for record in records:
         scenario = Scenario.from_dict(record["scenario"])
         base = defaults.get((scenario.model, scenario.kind, scenario.framework))
         ours, theirs = steady(record), steady(base) if base else None
-        status = record["status"] if record["status"] != "unavailable" else f"not applicable: " \
-            f"{record['failure']['message']}"
+        status = (f"not applicable: {record['failure']['message']}" if record["status"] == "unavailable"
+                  else record["status"])
         names = [name for name in COMPILED_PHASES if phase(record, name)]
         result.append(Mode(scenario.model, scenario.kind, scenario.framework, scenario.execution_mode,
-                           scenario.execution == executions.DEFAULT, status,
+                           _default_mode(record), status,
                            {name: _holds(record, name) for name in names},
                            {name: phase(record, name)["seconds"] for name in names},
                            None if ours is None or theirs is None else ours - theirs))

@@ -17,6 +17,7 @@ from models.scenario import Scenario
 from suites import constants
 from suites.figures import driver_peak, need
 from suites.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
+from suites.runfile import identity
 
 NEEDS_A_LOOK = ("error", "crashed")
 
@@ -45,10 +46,12 @@ def scenario_id(scenario: Scenario) -> str:
 
 
 def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
+    requested = frozenset(identity(scenario.to_dict()) for scenario in scenarios)
+
     @pytest.mark.parametrize("scenario", scenarios, ids=[scenario_id(s) for s in scenarios])
     def test_scenario(benchmark, scenario: Scenario, record_property, run_files) -> None:  # noqa: ANN001
         run = run_files(suite, scenario.device)
-        run.request(scenarios)
+        run.request(requested)
         if os.environ.get("FOOTPRINT_RESUME") and run.has_ok(scenario):
             pytest.skip("already ok in the run file (--resume)")
         benchmark.group = f"{scenario.model} {scenario.kind} ({scenario.device})"

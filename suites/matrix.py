@@ -5,7 +5,6 @@ A suite is `suites/bench_<name>.py` plus its entry here.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from models.spec import SpecError
 from suites import device
 from suites.constants import PROBES
 from suites.registry import frameworks
+from suites.runfile import identity
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def scenarios(name: str) -> list[Scenario]:
 def _once(found: list[Scenario]) -> list[Scenario]:
     """Each scenario once, in first-named order: `--models` gives every part the same models, and two parts that
     differ only in their models then name the same scenario."""
-    return list({json.dumps(scenario.to_dict(), sort_keys=True): scenario for scenario in found}.values())
+    return list({identity(scenario.to_dict()): scenario for scenario in found}.values())
 
 
 def fit_questions() -> list[tuple[Question, Scenario]]:

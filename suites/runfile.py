@@ -72,8 +72,9 @@ class RunFile:
             shutil.rmtree(self.store, ignore_errors=True)
         earlier = [] if fresh else self._earlier(suite, resolved_device)
         self.order = list(dict.fromkeys(identity(record["scenario"]) for record in earlier))
-        for record in earlier:  # the run file's records into the store, unless the store has them from an
-            stored = self.store / f"{identity(record['scenario'])}.json"  # interrupted run, which is newer
+        # the run file's records go into the store, unless the store has them from an interrupted run (newer)
+        for record in earlier:
+            stored = self.store / f"{identity(record['scenario'])}.json"
             if not stored.exists():
                 atomic_write_json(stored, record)
         self.order += sorted(p.stem for p in self.store.glob("*.json") if p.stem not in self.order)
@@ -122,9 +123,9 @@ class RunFile:
         self.data.setdefault("fits", []).append(result)
         atomic_write_json(self.path, self.data)
 
-    def request(self, scenarios: list[Scenario]) -> None:
-        """The scenarios this run was asked for: `complete` at the end means each of them has a record."""
-        self.requested |= {identity(scenario.to_dict()) for scenario in scenarios}
+    def request(self, keys: frozenset[str]) -> None:
+        """The identities of the scenarios this run was asked for: `complete` at the end means each has a record."""
+        self.requested |= keys
 
     def finish(self) -> None:
         """Complete only where every requested scenario has a record; the store goes once the file holds it."""

@@ -46,16 +46,17 @@ def test_a_narrowed_rerun_keeps_the_others_and_resume_runs_only_what_is_missing(
 def test_the_store_replaces_by_identity_fresh_starts_over_and_complete_means_every_request(tmp_path: Path) -> None:
     train, infer = (Scenario.create("torch", "probe", kind=kind, device="cpu") for kind in ("train", "infer"))
     measured = {scenario.kind: run_scenario(scenario) for scenario in (train, infer)}
+    both = frozenset(runfile.identity(scenario.to_dict()) for scenario in (train, infer))
     path = tmp_path / "default-cpu.json"
     run = runfile.RunFile("default", "cpu", path)
-    run.request([train, infer])
+    run.request(both)
     run.add(measured["train"])
     assert (run.store / f"{runfile.identity(train.to_dict())}.json").exists()  # stored the moment it came
     run.finish()
     assert not json.loads(path.read_text())["complete"]  # infer was asked for and has no record
     again = runfile.RunFile("default", "cpu", path)
     assert again.has_ok(train) and not again.has_ok(infer)
-    again.request([train, infer])
+    again.request(both)
     again.add(measured["infer"])
     again.add(measured["train"] | {"status": "crashed"})  # a repeated scenario replaces its record
     again.finish()
