@@ -12,10 +12,12 @@ process, the orchestrator still has every phase that finished.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,11 +27,13 @@ from contextlib import contextmanager
 
 from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
+from frameworks.rss_sampler import RssSampler
 from models.catalogue import get_model
-from models.record import RUNNING, SCHEMA_VERSION, atomic_write_json, one_line
+from models.record import atomic_write_json, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
 CALIBRATION_HOLD_S = 0.5
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 HELPER_OUTPUT_LINES = 5
 
 
@@ -49,6 +53,8 @@ class PhaseRunner:
         self.adapter, self.record, self.out = adapter, record, out
         self.fault_phase, _, self.fault_kind = (fault or "").partition(":")
         self.host = HostMemory()
+        self.rss = RssSampler()
+        self.rss.start()
         self.current: str | None = None
 
     @contextmanager
@@ -59,6 +65,7 @@ class PhaseRunner:
         self.adapter.reset_peaks()
         start_rss = self.host.rss()
         self.host.reset_peak()
+        self.rss.phase_started()
         started_at = time.monotonic()  # system-wide: the orchestrator's NVML samples use the same clock
         notes: dict = {}
         self._inject(name)
@@ -71,12 +78,14 @@ class PhaseRunner:
             "seconds": round(ended_at - started_at, 6),
             "started_at": started_at,
             "ended_at": ended_at,
-            "host": {"peak_rss": self.host.peak(), "start_rss_bytes": start_rss, "end_rss_bytes": end_rss,
-                     **self.host.rss_split(), **self.host.children()},
+            "host": {"peak_rss": self.host.peak(), "sampled_peak_rss_anon": self.rss.phase_peak(),
+                     "start_rss_bytes": start_rss, "end_rss_bytes": end_rss, **self.host.rss_split(),
+                     **self.host.children()},
             "allocator": self.adapter.counters(),
             "tensors": self.adapter.tensor_bytes(),
             "notes": notes,
         })
+        self.record["timeline"] = self.rss.timeline()
         atomic_write_json(self.out, self.record)
 
     def run(self, name: str, action: Callable[[], dict | None]) -> None:
@@ -155,21 +164,11 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
 
 def _measure(adapter: Adapter, scenario: Scenario, env: dict[str, str], out: str, fault: str | None,
              helper: dict) -> int:
-    record: dict = {
-        "schema_version": SCHEMA_VERSION,
-        "status": RUNNING,
-        "failure": None,
-        "scenario": scenario.to_dict(),
-        "model": {"name": scenario.model, "param_count": adapter.spec.param_count,
-                  "statistics_count": adapter.spec.statistics_count, "weight_bytes": adapter.spec.weight_bytes(),
-                  "output_shape": list(adapter.spec.output_shape)},
-        "framework": {"name": scenario.framework},
+    record: dict = scenario.bare_record() | {
         "shared_settings": {"init": INIT_RULE, "data": DATA_RULE, "dtype": scenario.dtype,
                             "optimizer": {scenario.optimizer: OPTIMIZER_SETTINGS[scenario.optimizer]}},
-        "allocator": scenario.allocator_settings,
         "worker": {"pid": os.getpid(), "python": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform(), "env_set": env, "compile_helper": helper},
-        "phases": [],
     }
     runner = PhaseRunner(adapter, record, out, fault)
     try:
@@ -240,7 +239,19 @@ def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool)
     np.savez(out_path, output=output, loss=np.float64(loss), **statistics)
 
 
+def die_with_parent() -> None:
+    """Asks the kernel to kill this process when the process that started it ends (Linux), so no worker outlives
+    an orchestrator that was killed outright; one whose parent already ended stops here."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the orchestrator's process-group kill still applies
+        return
+    if os.getppid() == 1:  # it ended before the request: the kernel will not send the signal
+        sys.exit("footprint worker: the process that started it has ended")
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     parser = argparse.ArgumentParser(prog="frameworks.worker")
     jobs = parser.add_subparsers(dest="job", required=True)
     job = jobs.add_parser("scenario")

@@ -9,7 +9,8 @@ import traceback
 from pathlib import Path
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "oom", "timeout", "crashed", "error", "unavailable")  # unavailable: never run, with the reason
+# killed: by a signal from outside the worker, not for want of memory; unavailable: never run, with the reason
+STATUSES = ("ok", "oom", "timeout", "crashed", "killed", "error", "unavailable")
 RUNNING = "running"
 
 
@@ -48,6 +49,7 @@ PEAK_SINCE_PROCESS_START = "cumulative"  # cannot be reset: the highest value so
 PEAK_AT_MOST = "at most"  # a cumulative counter that did not rise in the phase: its peak was this or lower
 STATIC_PLAN = "static plan"  # what a compiler plans to allocate, not a reading
 AT_PHASE_END = "end of phase"  # a reading taken once, when the phase ended
+SAMPLED_PEAK = "sampled peak"  # the highest of the samples taken inside the phase window
 
 
 def counter(value: int, semantics: str) -> dict:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from models import allocators, backends, executions, techniques
 from models.catalogue import get_model
+from models.record import RUNNING, SCHEMA_VERSION
 from models.spec import ModelSpec, SpecError, load_spec_file
 
 SCENARIO_KINDS = ("train", "infer")
@@ -97,6 +98,17 @@ class Scenario:
     @property
     def phases(self) -> tuple[str, ...]:
         return PHASES[self.kind]
+
+    def bare_record(self) -> dict:
+        """The fields every record has, from the scenario alone: the worker starts from them, and a record cut
+        short before the worker wrote (a timeout, a kill) still has them."""
+        spec = self.spec
+        return {"schema_version": SCHEMA_VERSION, "status": RUNNING, "failure": None, "scenario": self.to_dict(),
+                "model": {"name": self.model, "param_count": spec.param_count,
+                          "statistics_count": spec.statistics_count, "weight_bytes": spec.weight_bytes(),
+                          "output_shape": list(spec.output_shape)},
+                "framework": {"name": self.framework}, "allocator": self.allocator_settings, "phases": [],
+                "current_phase": None}
 
     @property
     def label(self) -> str:

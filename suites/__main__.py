@@ -20,8 +20,8 @@ from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import SpecError, load_spec_file
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
-from suites import device
-from suites.registry import SetupError, frameworks
+from suites.run import device, interrupts, runfile
+from suites.run.registry import SetupError, frameworks
 
 USAGE_ERROR = 2
 
@@ -45,21 +45,32 @@ def _seconds(text: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from suites.orchestrator import run_scenario
+    from suites.run.orchestrator import run_scenario
 
     scenario = Scenario.create(args.framework, args.model, args.model_file, kind=args.scenario,
                                batch=args.batch, optimizer=args.optimizer, device=args.device,
                                allocator=args.allocator, cuda_module_loading=args.cuda_module_loading,
                                technique=args.technique, execution=args.execution)
-    record = run_scenario(scenario, timeout=args.timeout)
     if args.out:
-        atomic_write_json(args.out, record)
-    else:
+        runfile.writable(Path(args.out))  # before measuring, not after
+    record = run_scenario(scenario, timeout=args.timeout)
+    if not args.out or not _saved(args.out, record):
         print(json.dumps(record, indent=1))
     if record["status"] != "ok":
         print(f"{scenario.label}: {record['status']} in phase {record['failure']['phase']}: "
               f"{record['failure']['message']}", file=sys.stderr)
     return 0 if record["status"] == "ok" else 1
+
+
+def _saved(path: str, data: dict) -> bool:
+    """Writes `data` to `path`, or says in one line why not (a disk that filled while measuring)."""
+    try:
+        atomic_write_json(path, data)
+        return True
+    except OSError as error:
+        print(f"python -m suites: error: cannot write {path}: {error.strerror or error}; printed instead",
+              file=sys.stderr)
+        return False
 
 
 def _models(args: argparse.Namespace) -> int:
@@ -94,7 +105,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def _fit(args: argparse.Namespace) -> int:
     from suites import fit
-    from suites.orchestrator import run_scenario
+    from suites.run.orchestrator import run_scenario
 
     budget = fit.parse_budget(args.budget)
     first = ACCUMULATION_STEPS if args.technique == "accumulate" else 1
@@ -104,10 +115,12 @@ def _fit(args: argparse.Namespace) -> int:
         raise SpecError(f"technique {args.technique}: {scenario.unavailable}")
     if args.max_batch < 1:
         raise SpecError(f"max-batch must be a positive integer, got {args.max_batch}")
+    if args.out:
+        runfile.writable(Path(args.out))
     result = fit.find(scenario, budget, lambda probe: run_scenario(probe, timeout=args.timeout), args.max_batch)
     print(fit.describe(result))
-    if args.out:
-        atomic_write_json(args.out, result)
+    if args.out and not _saved(args.out, result):
+        print(json.dumps(result, indent=1))
     return fit.EXIT_CODES[result["answer"]]
 
 
@@ -199,11 +212,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    interrupts.install()
     try:
         return args.action(args)
     except (SpecError, SetupError) as error:
         print(f"python -m suites: error: {error}", file=sys.stderr)
         return USAGE_ERROR
+    except KeyboardInterrupt as stop:  # the worker was killed where it was waited for; nothing measured is lost
+        print(f"python -m suites: {stop or 'interrupted'}; the run is incomplete", file=sys.stderr)
+        return interrupts.EXIT_CODE
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from suites import device, runfile
 from suites.matrix import size, suite_settings
-from suites.registry import ROOT, interpreter
 from suites.report import render
-from suites.runfile import run_path
+from suites.run import device, interrupts, runfile
+from suites.run.registry import ROOT, interpreter
+from suites.run.runfile import run_path
 
 
 def run_suite(suite: str, requested_device: str, frameworks: str, models: str, timeout: float,
@@ -32,4 +32,7 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
     if path.exists():
         for written in (path, *render(path)):
             print(f"footprint: wrote {written.relative_to(ROOT) if written.is_relative_to(ROOT) else written}")
+    if interrupts.received:  # pytest ended the suite at the signal; the run file says it is incomplete
+        print(f"footprint: stopped by {interrupts.received[0]}; the run is incomplete (--resume goes on)", flush=True)
+        return interrupts.EXIT_CODE
     return int(code)

@@ -9,7 +9,7 @@ import pytest
 from models.scenario import Scenario
 from suites import fit
 from suites.matrix import Question, fit_questions
-from suites.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
+from suites.run.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
 
 QUESTIONS = fit_questions()
 

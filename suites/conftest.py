@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from suites import device
-from suites.runfile import RunFile
+from suites.run import device
+from suites.run.runfile import RunFile
 
 
 def pytest_report_header(config: pytest.Config) -> str:

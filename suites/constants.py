@@ -19,8 +19,9 @@ from pathlib import Path
 from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
-from suites import device, environment, figures
-from suites.runfile import RESULTS
+from suites import figures
+from suites.run import device, environment
+from suites.run.runfile import RESULTS
 
 PROBE, DEEP_PROBE = "probe", "probe-deep"
 PROBES = (PROBE, DEEP_PROBE)

@@ -16,8 +16,8 @@ from models.record import phase
 from models.scenario import Scenario
 from suites import constants
 from suites.figures import driver_peak, need
-from suites.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
-from suites.runfile import identity
+from suites.run.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
+from suites.run.runfile import identity
 
 NEEDS_A_LOOK = ("error", "crashed")
 
@@ -46,7 +46,7 @@ def scenario_id(scenario: Scenario) -> str:
 
 
 def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
-    requested = frozenset(identity(scenario.to_dict()) for scenario in scenarios)
+    requested = {identity(scenario.to_dict()): scenario.to_dict() for scenario in scenarios}
 
     @pytest.mark.parametrize("scenario", scenarios, ids=[scenario_id(s) for s in scenarios])
     def test_scenario(benchmark, scenario: Scenario, record_property, run_files) -> None:  # noqa: ANN001
@@ -59,6 +59,8 @@ def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
         record = benchmark.pedantic(run_scenario, args=(scenario,), kwargs={"timeout": timeout},
                                     rounds=1, iterations=1)
         run.add(record)
+        if run.write_failure:  # said in one line by the run file; what was measured before stays
+            pytest.exit(run.write_failure, returncode=1)
         if scenario.model in constants.PROBES:
             constants.update(record)
         benchmark.extra_info["record"] = record

@@ -12,10 +12,10 @@ from models import allocators, executions
 from models.catalogue import get_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
-from suites import device
 from suites.constants import PROBES
-from suites.registry import frameworks
-from suites.runfile import identity
+from suites.run import device
+from suites.run.registry import frameworks
+from suites.run.runfile import identity
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from models.record import STATIC_PLAN, phase
-from models.scenario import PHASES
-from suites import accounting, analysis, errors, fit, known, plots, runfile
+from models.scenario import PHASES, Scenario
+from suites import accounting, analysis, errors, fit, known, plots
 from suites.figures import driver_peak, need
+from suites.run import runfile
 
 
 def _mib(value: int) -> str:
@@ -47,14 +48,15 @@ def markdown(run: dict) -> str:
         " since the process began, end of phase = one reading when the phase ended.",
     ]
     for (model, kind), records in plots.panels(run["records"]).items():
-        spec = records[0]["model"]
+        spec = Scenario.from_dict(records[0]["scenario"]).spec  # from the scenario: a record cut short has no more
         lines += ["", f"## {model}, {kind} (batch {records[0]['scenario']['batch']}, "
                   f"{records[0]['scenario']['optimizer'] if kind == 'train' else 'no optimizer'}; "
-                  f"{spec['param_count']:,} parameters, {spec['weight_bytes'] / 2**20:,.0f} MiB of weights)", ""]
+                  f"{spec.param_count:,} parameters, {spec.weight_bytes() / 2**20:,.0f} MiB of weights)", ""]
         lines.append("| phase | " + " | ".join(plots.variant(r) for r in records) + " |")
         lines.append("|---" * (len(records) + 1) + "|")
         for name in PHASES[kind]:
             lines.append(f"| {name} | " + " | ".join(_holds_needs(record, name) for record in records) + " |")
+        lines += _host_rows(records, kind)
         lines += _allocator_rows(records, kind)
         lines += _nvml_rows(records, kind)
         lines += _estimate_rows(records, kind)
@@ -68,16 +70,25 @@ def markdown(run: dict) -> str:
             for r in records) + " |")
     lines += (_error_summary(run) + _keras_section(run) + _execution_section(run) + _savings_section(run)
               + _sweeps_section(run)
-              + _fits_section(run))
+              + _fits_section(run) + _missing_section(run))
     return "\n".join(lines) + "\n"
+
+
+def _missing_section(run: dict) -> list[str]:
+    """The scenarios the run was asked for and has no record of (stopped, or a write failed): `--resume` runs them."""
+    if not run.get("missing"):
+        return []
+    return ["", f"## Missing: {len(run['missing'])} of the scenarios asked for have no record", "",
+            "Run the same command with `--resume` to measure only these.", "",
+            *(f"- {Scenario.from_dict(scenario).label}" for scenario in run["missing"])]
 
 
 def _status(record: dict) -> str:
     """ok, or the failure with its phase, and its known cause where it has one."""
     if not record["failure"]:
         return record["status"]
-    cause = known.classify(record)
-    return f"{record['status']} in {record['failure']['phase']}" + (f" (known cause: {cause})" if cause else "")
+    cause, where = known.classify(record), record["failure"].get("phase")
+    return record["status"] + (f" in {where}" if where else "") + (f" (known cause: {cause})" if cause else "")
 
 
 def _holds_needs(record: dict, name: str) -> str:
@@ -267,6 +278,20 @@ def _error_summary(run: dict) -> list[str]:
         lines.append(f"| {framework} | {view} | {source} | {figures['n']} | {figures['median']:.1%} | "
                      f"{figures['max']:.1%} |")
     return lines
+
+def _host_cell(record: dict, name: str) -> str:
+    """The CPU's repeatable figure (anonymous RSS, sampled) beside the file-backed pages that VmHWM also counts."""
+    host = (phase(record, name) or {}).get("host", {})
+    if "sampled_peak_rss_anon" not in host:
+        return "-"
+    return (f"anonymous {_mib(host['sampled_peak_rss_anon']['bytes'])} (sampled peak); "
+            f"file-backed {_mib(host['end_rss_file_bytes'])} (at the end)")
+
+
+def _host_rows(records: list[dict], kind: str) -> list[str]:
+    """On the CPU, per phase: the figure that repeats run to run, and the file-backed part of the exact peak."""
+    return _phase_rows(records, kind, "host RSS", _host_cell) if records[0]["scenario"]["device"] != "cuda" else []
+
 
 def _allocator_cell(record: dict, name: str) -> str:
     measured = phase(record, name) or {"allocator": {}}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from suites.orchestrator import worker_environment
-from suites.registry import ROOT, frameworks, interpreter
+from suites.run.orchestrator import worker_environment
+from suites.run.registry import ROOT, frameworks, interpreter
 
 FRAMEWORKS = frameworks()
 

@@ -9,8 +9,8 @@ import pytest
 from models import allocators
 from models.scenario import Scenario
 from models.spec import SpecError
-from suites.orchestrator import run_scenario, worker_environment
-from suites.registry import ROOT, interpreter
+from suites.run.orchestrator import run_scenario, worker_environment
+from suites.run.registry import ROOT, interpreter
 from tests.conftest import run_cli
 
 

@@ -19,9 +19,9 @@ import pytest
 from models import backends
 from models.record import phase
 from models.scenario import CALIBRATION_BYTES, Scenario
-from suites import device
-from suites.orchestrator import run_scenario
-from suites.registry import SetupError, interpreter
+from suites.run import device
+from suites.run.orchestrator import run_scenario
+from suites.run.registry import SetupError, interpreter
 
 # (framework, allocator mode, the views checked)
 CASES = [("torch", "default", ("driver", "allocator")), ("keras-tensorflow", "growth", ("allocator",)),

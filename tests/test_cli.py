@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from models.catalogue import listed_models
-from models.scenario import PHASES
-from suites.registry import ROOT
+from models.scenario import PHASES, Scenario
 from suites.report import render
+from suites.run.registry import ROOT
 from tests.conftest import run_cli
 
 VALID = ["--framework", "torch", "--model", "keras-small", "--scenario", "infer", "--device", "cpu"]
@@ -99,3 +99,21 @@ def test_every_committed_run_file_renders(run_file: Path, tmp_path: Path) -> Non
     shutil.copy(run_file, copy)
     written = render(copy)
     assert copy.with_suffix(".md").read_text().startswith("# footprint: suite") and all(p.exists() for p in written)
+
+
+def test_a_partial_run_renders_what_exists_and_lists_what_is_missing(tmp_path: Path) -> None:
+    """Runs cut short: probes only, a timeout whose worker never wrote, none at all; each lists what is missing."""
+    run = json.loads((ROOT / "results" / "default-cpu.json").read_text())
+    kept, absent = run["records"][-1], run["records"][-2]["scenario"]
+    cut_short = {"schema_version": 1, "status": "timeout", "scenario": kept["scenario"], "phases": [],
+                 "failure": {"phase": None, "message": "no result after 1 s; the worker was killed"},
+                 "nvml": {"available": False, "reason": "cpu"}, "run": kept["run"]}  # as older code wrote it
+    probes = [r for r in run["records"] if r["scenario"]["model"].startswith("probe")]
+    for name, records in (("probes", probes), ("timeout", [*probes, cut_short]), ("none", [])):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(run | {"records": records, "missing": [absent], "complete": False}))
+        render(path)
+        report = path.with_suffix(".md").read_text()
+        missing = Scenario.from_dict(absent).label
+        assert "## Missing: 1 of the scenarios asked for have no record" in report and f"- {missing}" in report
+    assert "| status | timeout |" in (tmp_path / "timeout.md").read_text()  # its section, with the status

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from suites.registry import ROOT
+from suites.run.registry import ROOT
 
-CODE = "from suites import environment; print(environment.git_commit())"
+CODE = "from suites.run import environment; print(environment.git_commit())"
 
 
 def _commit(cwd: Path, **env: str) -> str:

@@ -12,8 +12,8 @@ from models.estimate import RULES, activations, estimate, hand_count
 from models.record import phase
 from models.scenario import Scenario
 from suites import accounting, constants, figures
-from suites.orchestrator import run_scenario
-from suites.registry import ROOT
+from suites.run.orchestrator import run_scenario
+from suites.run.registry import ROOT
 from tests.conftest import FRAMEWORKS, run_cli
 from tests.test_estimate_graph import small_graph
 

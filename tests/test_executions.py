@@ -8,9 +8,9 @@ from models import executions
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import SpecError
-from suites.orchestrator import run_scenario
 from suites.report import markdown
-from suites.runfile import RESULTS, load
+from suites.run.orchestrator import run_scenario
+from suites.run.runfile import RESULTS, load
 from tests.conftest import run_cli
 
 

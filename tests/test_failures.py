@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from models.scenario import Scenario
-from suites.orchestrator import run_scenario
-from suites.runfile import RunFile, load
+from suites.run import oom_kills
+from suites.run.orchestrator import _outcome, _read_record, run_scenario
+from suites.run.registry import ROOT
+from suites.run.runfile import RunFile, load
 from tests.conftest import FRAMEWORKS
 
 # 2**16 inputs x 2**20 units: 256 GiB of fp32 weights, far beyond this machine, so allocation really fails.
@@ -43,3 +50,67 @@ def test_a_layer_too_large_for_the_machine_is_an_oom(framework: str, spec_file) 
     assert record["status"] == "oom", record["failure"]
     assert record["failure"]["phase"] == "build"
     assert [p["name"] for p in record["phases"]] == ["import", "context"]
+
+
+def test_an_outside_kill_is_killed_not_oom_and_fit_cannot_answer() -> None:
+    """The issue's case: `kill -9` of fit's worker from outside. Without an out-of-memory kill counted by the
+    kernel it is `killed`, and fit answers unknown (exit 3), not "does not fit"."""
+    command = [sys.executable, "-m", "suites", "fit", "--framework", "torch", "--model", "probe", "--budget", "4GiB",
+               "--device", "cpu"]
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as fit:
+        workers: list[psutil.Process] = []
+        while not workers and fit.poll() is None:
+            time.sleep(0.2)
+            workers = [p for p in psutil.Process(fit.pid).children(recursive=True)
+                       if "frameworks.worker" in " ".join(p.cmdline())]
+        workers[0].send_signal(signal.SIGKILL)
+        output, errors = fit.communicate(timeout=120)
+    assert fit.returncode == 3, output + errors
+    assert "unknown: batch 1: killed in" in output
+    assert "killed by SIGKILL from outside the suite, with no out-of-memory kill counted by the kernel" in output
+
+
+def test_a_sigkill_is_oom_only_where_the_kernel_counted_an_out_of_memory_kill(tmp_path: Path) -> None:
+    # a fake /proc: the kernel's counters cannot be made to rise here without running the machine out of memory
+    (tmp_path / "vmstat").write_text("pgfault 10\noom_kill 3\n")
+    before = oom_kills.counts(tmp_path)
+    assert before == {"machine": 3}
+    (tmp_path / "vmstat").write_text("pgfault 12\noom_kill 4\n")
+    assert oom_kills.rose(before, oom_kills.counts(tmp_path)) == ["machine"]
+    assert oom_kills.rose(before, before) == []
+    assert oom_kills.counts(tmp_path / "absent") == {}  # no counter readable: no evidence, never an error
+    record = {"current_phase": "build"}
+    assert _outcome(record, -signal.SIGKILL, False, "", 60, ["machine"])[0] == "oom"
+    assert _outcome(record, -signal.SIGKILL, False, "", 60, [])[0] == "killed"
+    assert _outcome(record, -signal.SIGTERM, False, "", 60, [])[0] == "killed"
+    assert _outcome(record, -signal.SIGSEGV, False, "", 60, [])[0] == "crashed"
+    assert _outcome(record, -signal.SIGSEGV, False, "std::bad_alloc", 60, [])[0] == "oom"
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("[1, 2]", "the worker's record is a JSON list, not an object"),
+    ('{"status": "ok", "scenario": {}, "phases": "all"}', "the worker's record has no valid phases"),
+    ('{"status": 3, "scenario": {}, "phases": []}', "the worker's record has no valid status"),
+])
+def test_a_record_of_the_wrong_shape_is_crashed_with_the_reason(content: str, reason: str, tmp_path: Path) -> None:
+    (tmp_path / "record.json").write_text(content)
+    scenario = Scenario.create("torch", "probe", device="cpu")
+    record, fault = _read_record(tmp_path / "record.json", scenario)
+    assert fault == reason and record["status"] == "running" and record["scenario"] == scenario.to_dict()
+
+
+def test_sigterm_stops_a_run_kills_its_worker_and_exits_130(tmp_path: Path) -> None:
+    out = tmp_path / "record.json"
+    command = [sys.executable, "-m", "suites", "run", "--framework", "torch", "--model", "probe", "--device", "cpu",
+               "--out", str(out)]
+    with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
+        workers: list[psutil.Process] = []
+        while not workers and run.poll() is None:
+            time.sleep(0.1)
+            workers = [p for p in psutil.Process(run.pid).children(recursive=True)
+                       if "frameworks.worker" in " ".join(p.cmdline())]
+        run.send_signal(signal.SIGTERM)
+        _, errors = run.communicate(timeout=60)
+    assert run.returncode == 130 and errors.strip() == "python -m suites: stopped by SIGTERM; the run is incomplete"
+    assert workers and not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    assert not out.exists()

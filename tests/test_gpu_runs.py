@@ -13,7 +13,7 @@ import pytest
 
 from models.record import STATIC_PLAN, phase
 from suites import accounting, figures, fit, known, plots
-from suites.registry import ROOT
+from suites.run.registry import ROOT
 
 RUNS = ROOT / "results" / "h100-d2f1409"
 GIB = 2**30

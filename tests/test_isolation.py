@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from models.scenario import Scenario
-from suites.orchestrator import run_scenario
-from suites.registry import ROOT, frameworks
+from suites.run.orchestrator import run_scenario
+from suites.run.registry import ROOT, frameworks
 
 FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "jax", "jaxlib", "optax", "flax"}
 

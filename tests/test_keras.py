@@ -13,9 +13,10 @@ import pytest
 from models import allocators, backends
 from models.record import phase
 from models.scenario import Scenario
-from suites import analysis, runfile
-from suites.orchestrator import run_scenario
-from suites.registry import ROOT, frameworks
+from suites import analysis
+from suites.run import runfile
+from suites.run.orchestrator import run_scenario
+from suites.run.registry import ROOT, frameworks
 
 KERAS = ["keras-jax", "keras-tensorflow", "keras-torch"]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import subprocess
 import time
 
-from suites.nvml import SAMPLED_PEAK, Sample, Sampler, attribute
+from models.record import SAMPLED_PEAK
+from suites.run.nvml import Sample, Sampler, attribute
 
 WORKER, HELPER, DESKTOP, HOST_PID = 4242, 4243, 100, 987654
 MB = 10**6

@@ -15,7 +15,7 @@ from models.catalogue import Graph
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import BatchNorm, Concat, Conv2D, Dense, Dropout, GlobalAvgPool, ModelSpec, ReLU
-from suites.orchestrator import run_scenario
+from suites.run.orchestrator import run_scenario
 from tests.conftest import FRAMEWORKS
 
 

@@ -12,8 +12,8 @@ import pytest
 from frameworks.host_memory import HostMemory
 from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN, phase
 from models.scenario import PHASES, Scenario
-from suites.orchestrator import run_scenario
-from suites.registry import ROOT
+from suites.run.orchestrator import run_scenario
+from suites.run.registry import ROOT
 from tests.conftest import FRAMEWORKS
 
 # 5000 x 5000 dense: 100 MB of fp32 weights, enough to stand out of the interpreter's own noise.

@@ -4,21 +4,46 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
+
 from models.scenario import Scenario
-from suites import runfile
-from suites.orchestrator import run_scenario
-from suites.registry import ROOT
+from suites.run import runfile
+from suites.run.orchestrator import run_scenario
+from suites.run.registry import ROOT
+from suites.run.runfile import load
+
+
+def bench_command(results: Path, *args: str) -> dict:
+    """`python -m suites bench` writing into `results` instead of the repository's results/."""
+    return {"args": [sys.executable, "-m", "suites", "bench", "--suite", "default", "--device", "cpu",
+                     "--models", "probe", *args], "cwd": ROOT, "text": True,
+            "env": os.environ | {"FOOTPRINT_RESULTS": str(results)}}
 
 
 def bench(results: Path, *args: str) -> subprocess.CompletedProcess:
-    """`python -m suites bench` writing into `results` instead of the repository's results/."""
-    return subprocess.run([sys.executable, "-m", "suites", "bench", "--suite", "default", "--device", "cpu",
-                           "--models", "probe", *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env=os.environ | {"FOOTPRINT_RESULTS": str(results)})
+    return subprocess.run(**bench_command(results, *args), capture_output=True, timeout=600)
+
+
+def interrupted_bench(results: Path, stored_before: int, *args: str) -> tuple[int, str, list[psutil.Process]]:
+    """Starts a bench and sends it SIGINT (Ctrl-C) while a worker measures the scenario after `stored_before`
+    records are in the store; returns its exit code, its output and the workers it had then."""
+    with subprocess.Popen(**bench_command(results, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as run:
+        store = results / "default-cpu.json.store"
+        workers: list[psutil.Process] = []
+        while not workers and run.poll() is None:
+            time.sleep(0.2)
+            if len(list(store.glob("*.json"))) >= stored_before:
+                workers = [p for p in psutil.Process(run.pid).children(recursive=True)
+                           if "frameworks.worker" in " ".join(p.cmdline())]
+        run.send_signal(signal.SIGINT)
+        output, _ = run.communicate(timeout=120)
+    return run.returncode, output, workers
 
 
 def records(results: Path) -> list[dict]:
@@ -33,27 +58,34 @@ def test_a_narrowed_rerun_keeps_the_others_and_resume_runs_only_what_is_missing(
     # probe's train and infer again, and the suite runs each scenario once
     assert "4 scenarios" in first.stdout and len(torch) == 4
     assert {r["scenario"]["framework"] for r in torch} == {"torch"}
-    second = bench(tmp_path, "--frameworks", "jax")
-    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
-    both = records(tmp_path)
-    assert len(both) == 8 and both[:4] == torch  # the torch records kept as they were, in their place
+    # Ctrl-C while JAX's second scenario runs: its worker is killed, the first is kept, the run is incomplete
+    code, output, workers = interrupted_bench(tmp_path, 5, "--frameworks", "jax")
+    assert code == 130 and "stopped by SIGINT" in output, output[-2000:]
+    assert workers and not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    stopped = json.loads((tmp_path / "default-cpu.json").read_text())
+    assert not stopped["complete"] and stopped["records"][:4] == torch and len(stopped["records"]) == 5
+    assert len(stopped["missing"]) == 3 and {s["framework"] for s in stopped["missing"]} == {"jax"}
     resumed = bench(tmp_path, "--frameworks", "torch,jax", "--resume")
-    assert resumed.returncode == 0 and resumed.stdout.count("SKIPPED") == 8  # all ok already
-    assert records(tmp_path) == both and json.loads((tmp_path / "default-cpu.json").read_text())["complete"]
+    assert resumed.returncode == 0 and resumed.stdout.count("SKIPPED") == 5, resumed.stdout[-2000:]  # only the rest
+    both = records(tmp_path)
+    assert len(both) == 8 and both[:5] == stopped["records"]  # the records kept as they were, in their place
+    finished = json.loads((tmp_path / "default-cpu.json").read_text())
+    assert finished["complete"] and finished["missing"] == []
     assert not (tmp_path / "default-cpu.json.store").exists()  # the file holds everything: the store is gone
 
 
 def test_the_store_replaces_by_identity_fresh_starts_over_and_complete_means_every_request(tmp_path: Path) -> None:
     train, infer = (Scenario.create("torch", "probe", kind=kind, device="cpu") for kind in ("train", "infer"))
     measured = {scenario.kind: run_scenario(scenario) for scenario in (train, infer)}
-    both = frozenset(runfile.identity(scenario.to_dict()) for scenario in (train, infer))
+    both = {runfile.identity(scenario.to_dict()): scenario.to_dict() for scenario in (train, infer)}
     path = tmp_path / "default-cpu.json"
     run = runfile.RunFile("default", "cpu", path)
     run.request(both)
     run.add(measured["train"])
     assert (run.store / f"{runfile.identity(train.to_dict())}.json").exists()  # stored the moment it came
     run.finish()
-    assert not json.loads(path.read_text())["complete"]  # infer was asked for and has no record
+    stopped = json.loads(path.read_text())
+    assert not stopped["complete"] and stopped["missing"] == [infer.to_dict()]  # asked for, with no record
     again = runfile.RunFile("default", "cpu", path)
     assert again.has_ok(train) and not again.has_ok(infer)
     again.request(both)
@@ -74,3 +106,28 @@ def test_a_second_run_on_the_same_file_is_refused_in_one_line(tmp_path: Path) ->
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "default-cpu.json is being written by another run (pid" in done.stderr
     assert not (tmp_path / "default-cpu.json").exists()
+
+
+def test_a_write_that_fails_mid_run_keeps_what_was_measured_and_says_so(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    records = [run_scenario(Scenario.create("torch", "probe", kind="infer", device="cpu", batch=batch))
+               for batch in (1, 2)]
+    run = runfile.RunFile("default", "cpu", tmp_path / "default-cpu.json")
+    run.add(records[0])
+    os.rename(run.store, tmp_path / "moved")
+    run.store.write_text("not a folder")  # the store can no longer be written, as on a full disk
+    run.add(records[1])
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith(f"footprint: error: cannot write {run.store}/"), said
+    assert run.write_failure and [r["scenario"]["batch"] for r in load(tmp_path / "default-cpu.json")["records"]] \
+        == [1, 2]  # the run file holds both: the one the store has, and the one it could not take
+    run.finish()
+    assert not load(tmp_path / "default-cpu.json")["complete"]
+
+
+def test_an_output_location_that_cannot_be_written_is_refused_before_measuring(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    done = bench(blocked / "results", "--frameworks", "torch")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"cannot write {blocked}/results/default-cpu.json: Not a directory" in done.stderr
+    assert "SKIPPED" not in done.stdout and "ok" not in done.stdout

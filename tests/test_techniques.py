@@ -10,7 +10,7 @@ from models.record import phase
 from models.scenario import Scenario
 from models.spec import SpecError
 from suites import analysis, fit
-from suites.orchestrator import run_scenario
+from suites.run.orchestrator import run_scenario
 from tests.conftest import FRAMEWORKS, run_cli
 
 # (relative tolerance, steps compared): mixed precision only the first step, since fp16's dynamic loss

@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import shutil
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import IO
@@ -22,8 +24,8 @@ from models import backends
 from models.record import SCHEMA_VERSION, atomic_write_json
 from models.scenario import Scenario
 from models.spec import ModelSpec
-from suites import device, environment
-from suites.registry import ROOT, SetupError, frameworks
+from suites.run import device, environment
+from suites.run.registry import ROOT, SetupError, frameworks
 
 RESULTS = Path(os.environ.get("FOOTPRINT_RESULTS") or ROOT / "results")  # run files and constants go here
 _LOCKS: dict[Path, IO] = {}  # the run files this process holds, so the bench command and pytest share one lock
@@ -42,12 +44,25 @@ def identity(scenario: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def writable(path: Path) -> None:
+    """Checks, before anything is measured, that a file can be written at `path`: a one-line SetupError if not."""
+    path = Path(path)
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path.parent).close()
+    except OSError as error:
+        raise SetupError(f"cannot write {path}: {error.strerror or error}") from None
+
+
 def lock(path: Path) -> None:
-    """Holds the run file's lock for this process; a second run on the same file is refused in one line."""
+    """Holds the run file's lock for this process; a second run on the same file is refused in one line. The place is
+    checked writable first (the run file, its store, the report and the constants all go there)."""
     path = Path(path).resolve()
     if path in _LOCKS:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    writable(path)
     handle = open(path.with_name(f".{path.name}.lock"), "a+")  # noqa: SIM115 (held until the process ends)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -68,17 +83,18 @@ class RunFile:
         self.path = path or run_path(suite, resolved_device)
         lock(self.path)
         self.store = self.path.with_name(f"{self.path.name}.store")
+        self.write_failure: str | None = None
         if fresh:
             shutil.rmtree(self.store, ignore_errors=True)
-        earlier = [] if fresh else self._earlier(suite, resolved_device)
-        self.order = list(dict.fromkeys(identity(record["scenario"]) for record in earlier))
-        # the run file's records go into the store, unless the store has them from an interrupted run (newer)
-        for record in earlier:
-            stored = self.store / f"{identity(record['scenario'])}.json"
-            if not stored.exists():
-                atomic_write_json(stored, record)
-        self.order += sorted(p.stem for p in self.store.glob("*.json") if p.stem not in self.order)
-        self.requested: set[str] = set()
+        # identity -> record: the run file's, each replaced by the store's where an interrupted run left a newer one
+        self.records = {identity(record["scenario"]): record
+                        for record in ([] if fresh else self._earlier(suite, resolved_device))}
+        for key, record in self.records.items():
+            if not (self.store / f"{key}.json").exists():
+                self._write(self.store / f"{key}.json", record)
+        for stored in sorted(self.store.glob("*.json")):
+            self.records[stored.stem] = json.loads(stored.read_text())
+        self.requested: dict[str, dict] = {}  # identity -> scenario, to list what a stopped run is missing
         self.data = {
             "schema_version": SCHEMA_VERSION,
             "kind": "footprint.run",
@@ -102,37 +118,49 @@ class RunFile:
         return data["records"] if (data["suite"], data["device"]) == (suite, resolved_device) else []
 
     def has_ok(self, scenario: Scenario) -> bool:
-        """Whether the store holds an `ok` record of this scenario (what `resume` skips)."""
-        stored = self.store / f"{identity(scenario.to_dict())}.json"
-        return stored.exists() and json.loads(stored.read_text()).get("status") == "ok"
+        """Whether the run holds an `ok` record of this scenario (what `resume` skips)."""
+        return self.records.get(identity(scenario.to_dict()), {}).get("status") == "ok"
 
     def add(self, record: dict) -> None:
-        """Stores the record the moment it exists, then assembles the run file from the store."""
+        """Stores the record the moment it exists, then assembles the run file (a repeated scenario is replaced in
+        its place)."""
         key = identity(record["scenario"])
-        atomic_write_json(self.store / f"{key}.json", record)
-        if key not in self.order:
-            self.order.append(key)
+        self.records[key] = record
+        self._write(self.store / f"{key}.json", record)
         self._assemble()
 
+    def _write(self, path: Path, data: dict) -> None:
+        """Writes, or says in one line (once) what could not be written and where the measured records are."""
+        try:
+            atomic_write_json(path, data)
+        except OSError as error:
+            if not self.write_failure:
+                self.write_failure = f"cannot write {path}: {error.strerror or error}"
+                print(f"footprint: error: {self.write_failure}; the records measured before it stay in "
+                      f"{self.store.name} and {self.path.name}", file=sys.stderr, flush=True)
+
     def _assemble(self) -> None:
-        self.data["records"] = [json.loads((self.store / f"{key}.json").read_text()) for key in self.order]
-        atomic_write_json(self.path, self.data)
+        self.data["records"] = list(self.records.values())
+        self._write(self.path, self.data)
 
     def add_fit(self, result: dict) -> None:
         """A fit question's answer with its probes (the fit suite has answers, not records)."""
         self.data.setdefault("fits", []).append(result)
-        atomic_write_json(self.path, self.data)
+        self._write(self.path, self.data)
 
-    def request(self, keys: frozenset[str]) -> None:
-        """The identities of the scenarios this run was asked for: `complete` at the end means each has a record."""
-        self.requested |= keys
+    def request(self, scenarios: dict[str, dict]) -> None:
+        """The scenarios this run was asked for, by identity: `complete` at the end means each has a record, and
+        the run file lists those that have none under `missing`."""
+        self.requested |= scenarios
 
     def finish(self) -> None:
         """Complete only where every requested scenario has a record; the store goes once the file holds it."""
-        self.data["complete"] = self.requested <= set(self.order)
+        self.data["missing"] = [scenario for key, scenario in self.requested.items() if key not in self.records]
+        self.data["complete"] = not self.data["missing"] and not self.write_failure
         self.data["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._assemble()
-        shutil.rmtree(self.store, ignore_errors=True)
+        if not self.write_failure:  # else the store may hold what the run file could not
+            shutil.rmtree(self.store, ignore_errors=True)
 
 
 def load(path: Path) -> dict:
@@ -142,5 +170,7 @@ def load(path: Path) -> dict:
         raise ValueError(f"{path} is not a footprint run file of schema {SCHEMA_VERSION}")
     for entry in (*data["records"], *data.get("fits", [])):
         entry["scenario"]["framework"] = backends.current(entry["scenario"]["framework"])
+    # a record cut short by older code lacks what the scenario alone says (the model, the framework's name)
+    data["records"] = [Scenario.from_dict(record["scenario"]).bare_record() | record for record in data["records"]]
     data["frameworks_known"] = [backends.current(name) for name in data.get("frameworks_known", [])]
     return data

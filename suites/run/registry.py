@@ -8,7 +8,7 @@ from pathlib import Path
 
 from models import backends
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class SetupError(RuntimeError):

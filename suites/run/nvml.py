@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from models.record import AT_PHASE_END, counter
+from models.record import AT_PHASE_END, SAMPLED_PEAK, counter
 
-SAMPLED_PEAK = "sampled peak"  # the highest of the samples taken inside the phase window
 DEFAULT_INTERVAL_S = 0.002
 TREE_REFRESH_S = 0.05
 

@@ -9,7 +9,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from suites.registry import ROOT
+from suites.run.registry import ROOT
 
 COMMIT_VARIABLE = "FOOTPRINT_GIT_COMMIT"
 

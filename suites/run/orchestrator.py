@@ -16,15 +16,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from models.record import RUNNING, SCHEMA_VERSION, STATUSES, one_line
+from models.record import STATUSES, one_line
 from models.scenario import Scenario
-from suites import accounting, constants, device, environment, known, nvml
-from suites.registry import ROOT, interpreter
+from suites import accounting, constants, known
+from suites.run import device, environment, nvml, oom_kills
+from suites.run.registry import ROOT, interpreter
 
 # Inherited from the caller; everything else the worker sees is set on purpose.
 ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
                  "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME")
-OOM_MARKERS = ("out of memory", "resource_exhausted", "cannot allocate memory", "std::bad_alloc")
+OOM_MARKERS = ("out of memory", "resource_exhausted", "cannot allocate memory", "std::bad_alloc", "memoryerror")
 DEFAULT_TIMEOUT_S = 600.0
 
 
@@ -57,23 +58,46 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def _read_record(path: Path, scenario: Scenario) -> dict:
-    """The worker's record as far as it got; a bare one if it never wrote."""
+def _shape_fault(record: object) -> str | None:
+    """What is wrong with a worker's record that the orchestrator could not read on, or None."""
+    if not isinstance(record, dict):
+        return f"the worker's record is a JSON {type(record).__name__}, not an object"
+    expected = {"status": str, "scenario": dict, "phases": list}
+    wrong = [key for key, kind in expected.items() if not isinstance(record.get(key), kind)]
+    if wrong or not all(isinstance(p, dict) and isinstance(p.get("name"), str) for p in record["phases"]):
+        return f"the worker's record has no valid {', '.join(wrong) or 'phases'}"
+    return None
+
+
+def _read_record(path: Path, scenario: Scenario) -> tuple[dict, str | None]:
+    """The worker's record as far as it got (a bare one if it never wrote), and why it cannot be used, if so."""
     try:
-        return json.loads(path.read_text())
+        record = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
-        return {"schema_version": SCHEMA_VERSION, "status": RUNNING, "failure": None,
-                "scenario": scenario.to_dict(), "phases": [], "current_phase": None}
+        return scenario.bare_record(), None
+    fault = _shape_fault(record)
+    return (scenario.bare_record(), fault) if fault else (record, None)
 
 
-def _outcome(record: dict, returncode: int, timed_out: bool, output_tail: str, timeout: float) -> tuple[str, str]:
-    """(status, message) for a worker that did not finish with a status of its own."""
+# Signals that come from outside the worker (a person, a scheduler, a killer): the worker did not crash.
+SENT_FROM_OUTSIDE = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _outcome(record: dict, returncode: int, timed_out: bool, output_tail: str, timeout: float,
+             oom_killed: list[str]) -> tuple[str, str]:
+    """(status, message) for a worker that did not finish with a status of its own. A SIGKILL is `oom` only where
+    the kernel counted an out-of-memory kill while the worker ran (`oom_killed` names the counters that rose)."""
     if timed_out:
         return "timeout", f"no result after {timeout:g} s; the worker was killed"
     if returncode < 0:
         name = signal.Signals(-returncode).name
-        if -returncode == signal.SIGKILL:
-            return "oom", f"killed by {name} (not by the suite): most likely the kernel's out-of-memory killer"
+        if -returncode == signal.SIGKILL and oom_killed:
+            return "oom", f"killed by {name}; the kernel's out-of-memory kill count rose ({', '.join(oom_killed)})"
+        if -returncode in SENT_FROM_OUTSIDE:
+            return "killed", (f"killed by {name} from outside the suite"
+                              + (", with no out-of-memory kill counted by the kernel" if name == "SIGKILL" else ""))
+        if any(marker in output_tail.lower() for marker in OOM_MARKERS):
+            return "oom", f"killed by {name} after: {output_tail.splitlines()[-1]}"
         return "crashed", f"killed by {name}"
     last = output_tail.splitlines()[-1] if output_tail else "no output"
     if any(marker in output_tail.lower() for marker in OOM_MARKERS):
@@ -88,9 +112,8 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     """
     scenario = replace(scenario, device=device.resolve(scenario.device))
     if scenario.unavailable:  # a technique the framework does not have: recorded, not imitated
-        return {"schema_version": SCHEMA_VERSION, "status": "unavailable", "scenario": scenario.to_dict(),
-                "failure": {"phase": None, "message": scenario.unavailable}, "phases": [],
-                "framework": {"name": scenario.framework}, "allocator": scenario.allocator_settings,
+        return scenario.bare_record() | {
+                "status": "unavailable", "failure": {"phase": None, "message": scenario.unavailable},
                 "nvml": {"available": False, "reason": "not run"},
                 "run": {"git_commit": environment.git_commit(), "machine": environment.machine(), "wall_seconds": 0.0}}
     python = interpreter(scenario.framework, scenario.device)
@@ -101,7 +124,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         out, log = Path(tmp) / "record.json", Path(tmp) / "output.txt"
         command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
         command += ["--fault", fault] if fault else []
-        start = time.monotonic()
+        start, kills_before = time.monotonic(), oom_kills.counts()
         with log.open("wb") as output:
             process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario), stdin=subprocess.DEVNULL,
                                        stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
@@ -112,8 +135,14 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)  # the whole group: helpers a framework started too
                 returncode, timed_out = process.wait(), True
+            except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                if sampler:
+                    sampler.stop()
+                raise
         wall = time.monotonic() - start
-        record, output_tail = _read_record(out, scenario), _tail(log)
+        (record, shape_fault), output_tail = _read_record(out, scenario), _tail(log)
     if sampler and baseline and source:  # all three or none
         record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
         record["nvml"]["gpu"] = source.describe()
@@ -122,8 +151,11 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
             print(f"footprint: warning: {scenario.label}: {warning}", file=sys.stderr)
     else:
         record["nvml"] = {"available": False, "reason": no_source}
-    if record["status"] not in STATUSES or timed_out:
-        status, message = _outcome(record, returncode, timed_out, output_tail, timeout)
+    if shape_fault:
+        record["status"], record["failure"] = "crashed", {"phase": None, "message": shape_fault}
+    elif record["status"] not in STATUSES or timed_out:
+        status, message = _outcome(record, returncode, timed_out, output_tail, timeout,
+                                   oom_kills.rose(kills_before, oom_kills.counts()))
         record["status"] = status
         record["failure"] = {"phase": record.get("current_phase"), "message": message}
     record["run"] = {

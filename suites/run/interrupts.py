@@ -1,0 +1,25 @@
+"""SIGINT and SIGTERM stop a run cleanly: the running worker's process group is killed by the code waiting on it
+(orchestrator.run_scenario), what was measured stays stored, and the command exits 130."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+EXIT_CODE = 130  # the shell's code for a run stopped by a signal (128 + SIGINT)
+received: list[str] = []  # the signals that stopped this process, for the commands' exit code
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread by SIGINT or SIGTERM; a KeyboardInterrupt, so pytest stops the suite as for Ctrl-C."""
+
+
+def _stop(number: int, frame: FrameType | None) -> None:
+    received.append(signal.Signals(number).name)
+    raise Interrupted(f"stopped by {received[-1]}")
+
+
+def install() -> None:
+    """Both signals stop the run the same way (SIGTERM would otherwise end the process with nothing finished)."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _stop)
