@@ -15,7 +15,7 @@ from typing import NoReturn
 from models import executions
 from models.allocators import CUDA_MODULE_LOADING, mode_names
 from models.catalogue import get_model, listed_models
-from models.estimate import estimate
+from models.estimate import estimate, floor
 from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import SpecError, load_spec_file
@@ -51,6 +51,7 @@ def _run(args: argparse.Namespace) -> int:
                                batch=args.batch, optimizer=args.optimizer, device=args.device,
                                allocator=args.allocator, cuda_module_loading=args.cuda_module_loading,
                                technique=args.technique, execution=args.execution)
+    _possible(scenario)
     if args.out:
         runfile.writable(Path(args.out))  # before measuring, not after
     record = run_scenario(scenario, timeout=args.timeout)
@@ -60,6 +61,17 @@ def _run(args: argparse.Namespace) -> int:
         print(f"{scenario.label}: {record['status']} in phase {record['failure']['phase']}: "
               f"{record['failure']['message']}", file=sys.stderr)
     return 0 if record["status"] == "ok" else 1
+
+
+def _possible(scenario: Scenario) -> None:
+    """Refuses a scenario whose physical floor (what no framework can avoid) exceeds the device's whole memory: it
+    cannot run, so it is bad input, not an out-of-memory to wait for."""
+    resolved = device.resolve(scenario.device)
+    total = device.capacity(resolved)
+    least = floor(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, DTYPES[scenario.dtype])
+    if total and least > total:
+        raise SpecError(f"batch {scenario.batch}: its physical floor is {least / 2**30:,.1f} GiB, more than the "
+                        f"{resolved}'s {total / 2**30:,.1f} GiB")
 
 
 def _saved(path: str, data: dict) -> bool:
