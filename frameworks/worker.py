@@ -34,6 +34,7 @@ from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_S
 
 CALIBRATION_HOLD_S = 0.5
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+VISIBLE_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")  # the pinning the worker saw
 HELPER_OUTPUT_LINES = 5
 
 
@@ -168,7 +169,8 @@ def _measure(adapter: Adapter, scenario: Scenario, env: dict[str, str], out: str
         "shared_settings": {"init": INIT_RULE, "data": DATA_RULE, "dtype": scenario.dtype,
                             "optimizer": {scenario.optimizer: OPTIMIZER_SETTINGS[scenario.optimizer]}},
         "worker": {"pid": os.getpid(), "python": platform.python_version(), "executable": sys.executable,
-                   "platform": platform.platform(), "env_set": env, "compile_helper": helper},
+                   "platform": platform.platform(), "env_set": env, "compile_helper": helper,
+                   "visible_devices": {name: os.environ.get(name) for name in VISIBLE_DEVICE_VARIABLES}},
     }
     runner = PhaseRunner(adapter, record, out, fault)
     try:

@@ -20,7 +20,7 @@ from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import SpecError, load_spec_file
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
-from suites.run import device, interrupts, runfile
+from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import SetupError, frameworks
 
 USAGE_ERROR = 2
@@ -140,7 +140,8 @@ def _bench(args: argparse.Namespace) -> int:
     from suites.bench import run_suite
 
     start = "resume" if args.resume else "fresh" if args.fresh else "merge"
-    return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout, start)
+    return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout, start, args.executor,
+                     args.jobs, args.address)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -210,6 +211,10 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
     bench.add_argument("--models", default="", help="comma-separated; default: the suite's")
     bench.add_argument("--timeout", type=_seconds, default=600.0, help="seconds per scenario")
+    bench.add_argument("--executor", default="local", choices=executors.ENGINES,
+                       help="local: on this machine (default); ray: one scenario per GPU on a Ray cluster")
+    bench.add_argument("--jobs", type=int, default=1, help="local: scenarios at once (host peaks are per process)")
+    bench.add_argument("--address", default="", help="ray: the cluster to join (default: start one here)")
     start = bench.add_mutually_exclusive_group()
     start.add_argument("--resume", action="store_true", help="skip the scenarios the run file already has ok")
     start.add_argument("--fresh", action="store_true", help="start the run file over (default: add or replace "

@@ -7,7 +7,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from suites.run import device
+from suites.run import device, executors
+from suites.run.orchestrator import DEFAULT_TIMEOUT_S
 from suites.run.runfile import RunFile
 
 
@@ -36,3 +37,15 @@ def run_files() -> Iterator[Callable[[str, str], RunFile]]:
     yield run_file
     for run in files.values():
         run.finish()
+
+
+@pytest.fixture(scope="session")
+def executor() -> Iterator[executors.Sequential]:
+    """The executor `python -m suites bench` asked for (--executor, --jobs, --address), for the whole session."""
+    chosen = executors.create(os.environ.get("FOOTPRINT_EXECUTOR") or "local",
+                              float(os.environ.get("FOOTPRINT_TIMEOUT") or DEFAULT_TIMEOUT_S),
+                              int(os.environ.get("FOOTPRINT_JOBS") or 1), os.environ.get("FOOTPRINT_ADDRESS") or None)
+    try:
+        yield chosen
+    finally:
+        chosen.close()

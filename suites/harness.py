@@ -16,7 +16,7 @@ from models.record import phase
 from models.scenario import Scenario
 from suites import constants
 from suites.figures import driver_peak, need
-from suites.run.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
+from suites.run.orchestrator import accounted
 from suites.run.runfile import identity
 
 NEEDS_A_LOOK = ("error", "crashed")
@@ -48,16 +48,23 @@ def scenario_id(scenario: Scenario) -> str:
 def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
     requested = {identity(scenario.to_dict()): scenario.to_dict() for scenario in scenarios}
 
+    resume = bool(os.environ.get("FOOTPRINT_RESUME"))
+    started: list[bool] = []
+
     @pytest.mark.parametrize("scenario", scenarios, ids=[scenario_id(s) for s in scenarios])
-    def test_scenario(benchmark, scenario: Scenario, record_property, run_files) -> None:  # noqa: ANN001
+    def test_scenario(benchmark, scenario: Scenario, record_property, run_files, executor) -> None:  # noqa: ANN001
         run = run_files(suite, scenario.device)
         run.request(requested)
-        if os.environ.get("FOOTPRINT_RESUME") and run.has_ok(scenario):
+        if not started:  # the executor is told the whole suite first, so a concurrent one can work ahead
+            executor.start([s for s in scenarios if not (resume and run.has_ok(s))])
+            run.data["executor"] = executor.describe()
+            started.append(True)
+        if resume and run.has_ok(scenario):
             pytest.skip("already ok in the run file (--resume)")
         benchmark.group = f"{scenario.model} {scenario.kind} ({scenario.device})"
-        timeout = float(os.environ.get("FOOTPRINT_TIMEOUT", DEFAULT_TIMEOUT_S))
-        record = benchmark.pedantic(run_scenario, args=(scenario,), kwargs={"timeout": timeout},
-                                    rounds=1, iterations=1)
+        record = benchmark.pedantic(executor.result, args=(scenario,), rounds=1, iterations=1)
+        if executor.concurrency > 1 and scenario.model not in constants.PROBES:
+            record = accounted(record)  # measured beside the probes: estimated with the constants they gave
         run.add(record)
         if run.write_failure:  # said in one line by the run file; what was measured before stays
             pytest.exit(run.write_failure, returncode=1)

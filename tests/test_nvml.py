@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from models.record import SAMPLED_PEAK
-from suites.run.nvml import Sample, Sampler, attribute
+from suites.run.nvml import Sample, Sampler, attribute, isolation
 
 WORKER, HELPER, DESKTOP, HOST_PID = 4242, 4243, 100, 987654
 MB = 10**6
@@ -85,3 +85,13 @@ def test_sampler_follows_the_worker_and_its_children() -> None:
     assert [s.device_used for s in samples] == sorted(s.device_used for s in samples)
     assert all(earlier.time < later.time for earlier, later in zip(samples, samples[1:], strict=False))
     assert grandchildren, "the sampler should see the worker's child (sleep) in the tree"
+
+
+def test_the_isolation_check_marks_other_processes_and_memory_above_its_baseline() -> None:
+    uuid = "GPU-isolation-test"
+    quiet = isolation(Sample(0.0, 600 * MB, {}), uuid)
+    assert quiet["passed"] and quiet["lowest_used_bytes"] == 600 * MB
+    busy = isolation(Sample(1.0, 900 * MB, {DESKTOP: 300 * MB}), uuid)
+    assert not busy["passed"] and busy["reasons"] == [f"other compute processes on the GPU: PIDs [{DESKTOP}]",
+                                                      f"used memory {300 * MB:,} bytes above its lowest reading"]
+    assert isolation(Sample(2.0, 610 * MB, {}), uuid)["passed"]  # within the slack of the lowest reading

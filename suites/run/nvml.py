@@ -58,9 +58,32 @@ class NvmlSource:
 
 
 def visible_gpu_index() -> int:
-    """NVML counts every GPU; the worker uses the first one CUDA_VISIBLE_DEVICES leaves it."""
+    """NVML counts every GPU; the worker uses the first one CUDA_VISIBLE_DEVICES leaves it: an index (NVML's order
+    is the PCI bus order, so CUDA_DEVICE_ORDER=PCI_BUS_ID makes the two agree) or a UUID, as the executors pin."""
     first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
+    if first.isdigit():
+        return int(first)
+    if not first.startswith("GPU-"):
+        return 0
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        return pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(first))
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def uuid_of(index: int) -> str:
+    """The GPU's UUID, which names it the same way whatever CUDA_VISIBLE_DEVICES says."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
+        return uuid.decode() if isinstance(uuid, bytes) else uuid
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def process_tree(root: int) -> frozenset[int]:
@@ -104,6 +127,22 @@ class Sampler:
         self._stop.set()
         self._thread.join()
         return self.samples
+
+
+ISOLATION_SLACK_BYTES = 64 * 2**20
+_LOWEST_USED: dict[str, int] = {}  # GPU UUID -> the lowest used memory seen before a scenario in this process
+
+
+def isolation(baseline: Sample, uuid: str) -> dict:
+    """The check before a scenario: no other compute process on the GPU, and its memory at its baseline (within
+    ISOLATION_SLACK_BYTES of the lowest reading before any scenario in this process; a Ray worker process runs
+    many). A failed check marks the record; it does not stop the run."""
+    lowest = _LOWEST_USED[uuid] = min(_LOWEST_USED.get(uuid, baseline.device_used), baseline.device_used)
+    reasons = ([f"other compute processes on the GPU: PIDs {sorted(baseline.processes)}"] if baseline.processes
+               else []) + ([f"used memory {baseline.device_used - lowest:,} bytes above its lowest reading"]
+                           if baseline.device_used - lowest > ISOLATION_SLACK_BYTES else [])
+    return {"passed": not reasons, "reasons": reasons, "gpu_uuid": uuid, "device_used_bytes": baseline.device_used,
+            "lowest_used_bytes": lowest}
 
 
 def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_seconds: float) -> dict:

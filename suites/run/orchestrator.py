@@ -6,12 +6,15 @@ out-of-memory, signal, hang) into a status with the phase and a message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -24,9 +27,11 @@ from suites.run.registry import ROOT, interpreter
 
 # Inherited from the caller; everything else the worker sees is set on purpose.
 ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
-                 "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME")
+                 "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME")
 OOM_MARKERS = ("out of memory", "resource_exhausted", "cannot allocate memory", "std::bad_alloc", "memoryerror")
 DEFAULT_TIMEOUT_S = 600.0
+_RUNNING: set[subprocess.Popen] = set()  # the workers of this process's threads, for `stop_running`
+_RUNNING_LOCK = threading.Lock()
 
 
 WORKER_SETTINGS = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -105,6 +110,15 @@ def _outcome(record: dict, returncode: int, timed_out: bool, output_tail: str, t
     return "crashed", f"exit status {returncode} without a result: {last}"
 
 
+def stop_running() -> None:
+    """Kills every worker this process's threads are waiting on, with its process group: an executor running
+    several at once stops them this way (the thread waiting on one sees a kill and returns)."""
+    with _RUNNING_LOCK:
+        for process in _RUNNING:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
+
 def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None) -> dict:
     """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults.
 
@@ -124,10 +138,12 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         out, log = Path(tmp) / "record.json", Path(tmp) / "output.txt"
         command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
         command += ["--fault", fault] if fault else []
-        start, kills_before = time.monotonic(), oom_kills.counts()
+        start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
         with log.open("wb") as output:
             process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario), stdin=subprocess.DEVNULL,
                                        stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            with _RUNNING_LOCK:
+                _RUNNING.add(process)
             if sampler:
                 sampler.start(process.pid)
             try:
@@ -141,11 +157,18 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
                 if sampler:
                     sampler.stop()
                 raise
+            finally:
+                with _RUNNING_LOCK:
+                    _RUNNING.discard(process)
         wall = time.monotonic() - start
         (record, shape_fault), output_tail = _read_record(out, scenario), _tail(log)
     if sampler and baseline and source:  # all three or none
         record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
         record["nvml"]["gpu"] = source.describe()
+        record["isolation"] = nvml.isolation(baseline, str(record["nvml"]["gpu"]["uuid"]))
+        if not record["isolation"]["passed"]:
+            print(f"footprint: warning: {scenario.label}: not isolated: {'; '.join(record['isolation']['reasons'])}",
+                  file=sys.stderr)
         source.close()
         for warning in record["nvml"]["warnings"]:
             print(f"footprint: warning: {scenario.label}: {warning}", file=sys.stderr)
@@ -162,6 +185,8 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "interpreter": python,
         "exit_code": returncode,
         "wall_seconds": round(wall, 3),
+        "started_at_unix": round(started_at, 3),
+        "host": socket.gethostname(),
         "timeout_s": timeout,
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
@@ -173,9 +198,17 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     cause = known.classify(record) if record["status"] != "ok" else None
     if cause:
         record["failure"]["known_cause"] = cause
+    return accounted(record)
+
+
+def accounted(record: dict) -> dict:
+    """The record with its estimate from the constants on file now: a suite that ran its scenarios ahead accounts
+    them again once the probes' constants are in."""
     try:
-        record |= accounting.account(record, constants.load(scenario.device))
+        record |= accounting.account(record, constants.load(record["scenario"]["device"]))
+        record.pop("accounting_error", None)
     except Exception as error:  # never lose a measurement to the arithmetic beside it
         record["accounting_error"] = one_line(error)
-        print(f"footprint: warning: {scenario.label}: no estimate: {record['accounting_error']}", file=sys.stderr)
+        label = Scenario.from_dict(record["scenario"]).label
+        print(f"footprint: warning: {label}: no estimate: {record['accounting_error']}", file=sys.stderr)
     return record

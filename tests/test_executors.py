@@ -1,0 +1,51 @@
+"""The Ray executor, for real in its local form: one scenario per GPU, pinned by UUID, into the same run store.
+
+The GPUs are made up (`ray.init(num_gpus=2)`) and NVML is a FAKE (tests/fakes/pynvml.py) at its boundary: this
+machine has no GPU. The scenarios run on the CPU; what is checked is where Ray put them and what the workers saw.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ray
+
+from models.scenario import Scenario
+from suites.run import executors
+from suites.run.registry import ROOT
+from suites.run.runfile import RunFile, identity, load
+from tests.fakes.pynvml import GPUS
+
+FAKES = Path(__file__).parent / "fakes"
+
+
+def test_ray_runs_one_scenario_per_gpu_pinned_by_uuid_into_the_store(tmp_path: Path) -> None:
+    scenarios = [Scenario.create("torch", "probe", kind="infer", device="cpu", batch=batch) for batch in (1, 2, 3, 4)]
+    ray.init(num_cpus=2, num_gpus=2, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": f"{FAKES}:{ROOT}"}})  # the tasks' NVML is the fake
+    try:
+        executor = executors.create("ray", timeout=300)
+        executor.start(scenarios)
+        run = RunFile("default", "cpu", tmp_path / "default-cpu.json")
+        run.request({identity(s.to_dict()): s.to_dict() for s in scenarios})
+        for scenario in scenarios:
+            run.add(executor.result(scenario))
+        run.data["executor"] = executor.describe()
+        run.finish()
+        executor.close()
+    finally:
+        ray.shutdown()
+    data = load(tmp_path / "default-cpu.json")
+    assert data["complete"] and [r["status"] for r in data["records"]] == ["ok"] * 4
+    assert data["executor"] == {"engine": "ray", "concurrency": 2, "gpus": 2, "nodes": 1}
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for record in data["records"]:
+        uuid = record["run"]["placement"]["gpu_uuid"]
+        assert uuid in GPUS and record["run"]["placement"]["host"] == record["run"]["host"]
+        assert record["worker"]["visible_devices"] == {"CUDA_VISIBLE_DEVICES": uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        start = record["run"]["started_at_unix"]
+        spans.setdefault(uuid, []).append((start, start + record["run"]["wall_seconds"]))
+    assert set(spans) == set(GPUS)  # both GPUs were used
+    for runs in spans.values():  # never two scenarios on one GPU at once
+        runs.sort()
+        assert all(earlier[1] <= later[0] for earlier, later in zip(runs, runs[1:], strict=False))
