@@ -144,6 +144,26 @@ def _bench(args: argparse.Namespace) -> int:
                      args.jobs, args.address)
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from suites import compare
+    from suites.run.runfile import load
+
+    runs = []
+    for path in (args.base, args.new):
+        try:
+            runs.append(load(Path(path)))
+        except (OSError, ValueError, KeyError) as error:
+            raise SpecError(f"{path}: not a run file ({error})") from None
+    if not 0 <= args.threshold < math.inf:
+        raise SpecError(f"--threshold must be a percentage of zero or more, got {args.threshold:g}")
+    for difference in compare.differences(*runs):
+        print(f"python -m suites compare: warning: not like for like: {difference}", file=sys.stderr)
+    found, only_base, only_new = compare.changes(*runs)
+    threshold = args.threshold / 100
+    print(compare.render(found, only_base, only_new, threshold, args.all))
+    return 1 if compare.grew(found, threshold) else 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from suites.report import render
 
@@ -220,6 +240,13 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--fresh", action="store_true", help="start the run file over (default: add or replace "
                                                             "this run's scenarios, keep the others)")
     bench.set_defaults(action=_bench)
+
+    versus = commands.add_parser("compare", help="two run files by scenario and phase; exit 1 if a peak grew")
+    versus.add_argument("base")
+    versus.add_argument("new")
+    versus.add_argument("--threshold", type=float, default=5.0, help="percent a gated peak may grow (default 5)")
+    versus.add_argument("--all", action="store_true", help="list every change, not only those past the threshold")
+    versus.set_defaults(action=_compare)
 
     report = commands.add_parser("report", help="render the plot and Markdown report of a run file")
     report.add_argument("run_file")

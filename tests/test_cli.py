@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from models.catalogue import listed_models
+from models.record import phase
 from models.scenario import PHASES, Scenario
 from suites.report import render
 from suites.run.registry import ROOT
@@ -120,3 +121,24 @@ def test_a_partial_run_renders_what_exists_and_lists_what_is_missing(tmp_path: P
         missing = Scenario.from_dict(absent).label
         assert "## Missing: 1 of the scenarios asked for have no record" in report and f"- {missing}" in report
     assert "| status | timeout |" in (tmp_path / "timeout.md").read_text()  # its section, with the status
+
+
+def test_compare_gates_a_grown_peak_and_warns_when_runs_differ(tmp_path: Path) -> None:
+    base = json.loads((ROOT / "results" / "default-cpu.json").read_text())
+    grown = json.loads(json.dumps(base))
+    record = next(r for r in grown["records"] if r["scenario"]["model"] == "keras200m" and r["status"] == "ok"
+                  and r["scenario"]["framework"] == "keras-tensorflow" and r["scenario"]["kind"] == "train")
+    peak = phase(record, "train_step_2")["allocator"]["allocator_peak"]  # TensorFlow's own, reset each phase
+    peak["bytes"] = int(peak["bytes"] * 1.10)
+    record["framework"]["versions"] = {"tensorflow": "9.9.9"}
+    paths = [tmp_path / "base.json", tmp_path / "new.json"]
+    for path, run in zip(paths, (base, grown), strict=True):
+        path.write_text(json.dumps(run))
+    done = run_cli("compare", *map(str, paths))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "| keras-tensorflow keras200m train" in done.stdout and "| train_step_2 | needs* |" in done.stdout
+    assert "+10.0% |" in done.stdout and "Changes beyond 5.0%: 1" in done.stdout
+    assert "warning: not like for like: keras-tensorflow versions:" in done.stderr
+    assert run_cli("compare", *map(str, paths), "--threshold", "20").returncode == 0
+    bad = run_cli("compare", str(paths[0]), str(tmp_path / "absent.json"))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "not a run file" in bad.stderr
