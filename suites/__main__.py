@@ -20,6 +20,7 @@ from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import SpecError, load_spec_file
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
+from suites import readout
 from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import SetupError, frameworks
 
@@ -55,11 +56,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.out:
         runfile.writable(Path(args.out))  # before measuring, not after
     record = run_scenario(scenario, timeout=args.timeout)
-    if not args.out or not _saved(args.out, record):
-        print(json.dumps(record, indent=1))
-    if record["status"] != "ok":
-        print(f"{scenario.label}: {record['status']} in phase {record['failure']['phase']}: "
-              f"{record['failure']['message']}", file=sys.stderr)
+    saved = bool(args.out) and _saved(args.out, record)
+    print(json.dumps(record, indent=1) if args.json or (args.out and not saved) else readout.phase_table(record))
     return 0 if record["status"] == "ok" else 1
 
 
@@ -192,7 +190,8 @@ def parser() -> argparse.ArgumentParser:
                      help="; ".join(f"{name}: {', '.join(modes)}" for name, modes in executions.MODES.items()))
     run.add_argument("--cuda-module-loading", default="LAZY", choices=CUDA_MODULE_LOADING)
     run.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before the worker is killed")
-    run.add_argument("--out", help="write the record here instead of printing it")
+    run.add_argument("--out", help="also write the whole JSON record here")
+    run.add_argument("--json", action="store_true", help="print the whole JSON record instead of the phase table")
     run.set_defaults(action=_run)
 
     commands.add_parser("models", help="the catalogue with parameter counts").set_defaults(action=_models)

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from suites import readout
 from suites.matrix import size, suite_settings
 from suites.report import render
 from suites.run import device, executors, interrupts, runfile
@@ -28,10 +29,12 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
         interpreter(framework, resolved)
     runfile.lock(run_path(suite, resolved))  # a second run on the same file is refused here, in one line
     print(f"footprint: suite {suite}, {size(suite)} on {device.describe(resolved)}", flush=True)
+    # pytest-benchmark runs each scenario once and prints no seconds table: the memory lines below replace it
     code = pytest.main([str(ROOT / "suites" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
-                        "--benchmark-columns=max", "--benchmark-sort=name", "-W", "ignore::DeprecationWarning"])
+                        "--benchmark-disable", "-W", "ignore::DeprecationWarning"])
     path = run_path(suite, resolved)
     if path.exists():
+        print(readout.suite_lines(runfile.load(path)), flush=True)
         for written in (path, *render(path)):
             print(f"footprint: wrote {written.relative_to(ROOT) if written.is_relative_to(ROOT) else written}")
     if interrupts.received:  # pytest ended the suite at the signal; the run file says it is incomplete

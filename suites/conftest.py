@@ -25,13 +25,14 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 @pytest.fixture(scope="session")
-def run_files() -> Iterator[Callable[[str, str], RunFile]]:
+def run_files(pytestconfig: pytest.Config) -> Iterator[Callable[[str, str], RunFile]]:
     files: dict[tuple[str, str], RunFile] = {}
 
     def run_file(suite: str, resolved_device: str) -> RunFile:
         if (suite, resolved_device) not in files:
             fresh = bool(os.environ.get("FOOTPRINT_FRESH"))  # python -m suites bench --fresh
-            files[suite, resolved_device] = RunFile(suite, resolved_device, fresh=fresh)
+            files[suite, resolved_device] = run = RunFile(suite, resolved_device, fresh=fresh)
+            run.data["benchmark_machine_info"] = pytestconfig.hook.pytest_benchmark_generate_machine_info()
         return files[suite, resolved_device]
 
     yield run_file

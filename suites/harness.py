@@ -12,31 +12,12 @@ from collections.abc import Callable
 
 import pytest
 
-from models.record import phase
 from models.scenario import Scenario
-from suites import constants
-from suites.figures import driver_peak, need
+from suites import constants, readout
 from suites.run.orchestrator import accounted
 from suites.run.runfile import identity
 
 NEEDS_A_LOOK = ("error", "crashed")
-
-
-def summary(record: dict) -> str:
-    """One progress line: status, the highest phase the process held and the most the model needed, the time."""
-    status = record["status"]
-    if status == "unavailable":
-        return f"unavailable here: {record['failure']['message']}"
-    text = status.upper() if status != "ok" else "ok"
-    if record["failure"]:
-        text += f" in {record['failure']['phase']}"
-    for what, figure in (("holds", lambda name: driver_peak(phase(record, name), record["scenario"]["device"])[0]),
-                         ("needs", lambda name: need(record, name)[0])):
-        peaks = [(figure(p["name"]), p["name"]) for p in record["phases"] if figure(p["name"]) is not None]
-        if peaks:
-            peak, name = max(peaks)
-            text += f"  {what} {peak / 2**30:.2f} GiB ({name})"
-    return f"{text}  {record['run']['wall_seconds']:.1f} s"
 
 
 def scenario_id(scenario: Scenario) -> str:
@@ -71,7 +52,7 @@ def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
         if scenario.model in constants.PROBES:
             constants.update(record)
         benchmark.extra_info["record"] = record
-        record_property("footprint", summary(record))
+        record_property("footprint", readout.one_line(record))
         if record["status"] in NEEDS_A_LOOK and not record["failure"].get("known_cause"):
             pytest.fail(f"{scenario.label}: {record['status']}: {record['failure']}", pytrace=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -12,10 +13,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from models import backends  # noqa: E402
 from models.record import STATIC_PLAN  # noqa: E402
-from models.scenario import Scenario  # noqa: E402
+from models.scenario import PHASES, Scenario  # noqa: E402
 from suites import analysis, errors  # noqa: E402
 from suites.constants import PROBES  # noqa: E402
-from suites.figures import context_alone, driver_peak, need  # noqa: E402
+from suites.figures import allocated_now, context_alone, driver_peak, need  # noqa: E402
 
 MIB = 2**20
 
@@ -391,6 +392,55 @@ def fit_answers(run: dict, path: Path) -> Path:
     axes[0][0].set_xlabel("largest batch within the budget")
     axes[0][0].invert_yaxis()
     return _finish(figure, run, "does it fit? largest batch per framework", frameworks, path)
+
+
+def _phase_axis(record: dict) -> Callable[[float], float]:
+    """Monotonic seconds -> x, where phase i spans [i, i + 1]: frameworks whose phases take different times share
+    the bands, and a short phase stays visible (the seconds are in the record and the report)."""
+    spans = [(p["started_at"], p["ended_at"]) for p in record["phases"]]
+
+    def x(moment: float) -> float:
+        for index, (start, end) in enumerate(spans):
+            if moment < end or index == len(spans) - 1:
+                return index + min(max((moment - start) / max(end - start, 1e-9), 0.0), 1.0)
+        return float(len(spans))
+
+    return x
+
+
+def timelines(run: dict, path: Path) -> Path:
+    """Per model and kind, each framework's memory through its phases: anonymous RSS (solid, the figure that
+    repeats) and total RSS (dotted) as the worker's sampler saw them, and the allocator's reading at each phase's
+    end (dots), with the phases as bands."""
+    groups = {key: [r for r in records if r.get("timeline", {}).get("points") and r["phases"]]
+              for key, records in panels([r for r in run["records"] if r["scenario"]["model"] not in PROBES]).items()}
+    groups = {key: records for key, records in groups.items() if records}
+    names = list(dict.fromkeys(variant(r) for records in groups.values() for r in records))
+    columns = min(len(groups), 2)
+    figure, axes = _grid(-(-len(groups) // columns) if groups else 0, columns)
+    cells = [axis for row in axes for axis in row]
+    for axis, ((model, kind), records) in zip(cells, groups.items(), strict=False):
+        for record in records:
+            color, x = f"C{names.index(variant(record))}", _phase_axis(record)
+            timeline = record["timeline"]
+            xs = [x(timeline["start_monotonic_s"] + point[0] / 1000) for point in timeline["points"]]
+            axis.plot(xs, [point[1] / 1024 for point in timeline["points"]], color=color, linewidth=1.2)
+            axis.plot(xs, [point[2] / 1024 for point in timeline["points"]], color=color, linewidth=0.8, linestyle=":")
+            ends = [(index + 1, allocated_now(p)) for index, p in enumerate(record["phases"])]
+            axis.plot([i for i, value in ends if value is not None],
+                      [value / MIB for _, value in ends if value is not None], "o", color=color, markersize=3)
+        phases = PHASES[kind]
+        for index in range(1, len(phases), 2):
+            axis.axvspan(index, index + 1, color="0.93", zorder=0)
+        axis.set_xticks([index + 0.5 for index in range(len(phases))], phases, fontsize=7)
+        axis.set_xlim(0, len(phases))
+        axis.set_ylabel("MiB")
+        axis.set_title(f"{model}, {kind} (batch {records[0]['scenario']['batch']})", fontsize=9)
+        axis.grid(axis="y", alpha=0.3)
+    for axis in cells[len(groups):]:  # no empty panel in the grid
+        axis.set_axis_off()
+    return _finish(figure, run, "memory through the phases: anonymous RSS (solid), total (dotted), allocator (dots)",
+                   names, path)
 
 
 PLOTS = {"default": breakdown_bars, "allocators": allocator_modes, "techniques": technique_savings, "sweeps": sweeps,
