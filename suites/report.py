@@ -7,7 +7,8 @@ from pathlib import Path
 
 from models.record import STATIC_PLAN, phase
 from models.scenario import PHASES, Scenario
-from suites import accounting, analysis, errors, fit, known, plots
+from suites import accounting, analysis, errors, fit, headline, known, plots
+from suites.constants import PROBES
 from suites.figures import driver_peak, need
 from suites.run import runfile
 
@@ -47,9 +48,18 @@ def markdown(run: dict) -> str:
         " since the phase began, at most = a cumulative counter that did not rise in the phase, cumulative = peak"
         " since the process began, end of phase = one reading when the phase ended.",
     ]
-    for (model, kind), records in plots.panels(run["records"]).items():
+    lines += headline.section(run)
+    panels = plots.panels(run["records"])
+    probes = [key for key in panels if key[0] in PROBES]
+    for model, kind in [key for key in panels if key not in probes] + probes:  # the probes last, as fixed costs
+        records = panels[model, kind]
+        if probes and (model, kind) == probes[0]:
+            lines += ["", "## Fixed costs: the probes", "",
+                      "The probe nets are tiny: what they hold is what a framework costs before any model, and their "
+                      "constants go into every estimate (results/constants-<device>.json). No floor ratio here: "
+                      "their floor is a few KiB."]
         spec = Scenario.from_dict(records[0]["scenario"]).spec  # from the scenario: a record cut short has no more
-        lines += ["", f"## {model}, {kind} (batch {records[0]['scenario']['batch']}, "
+        lines += ["", f"{'###' if model in PROBES else '##'} {model}, {kind} (batch {records[0]['scenario']['batch']}, "
                   f"{records[0]['scenario']['optimizer'] if kind == 'train' else 'no optimizer'}; "
                   f"{spec.param_count:,} parameters, {spec.weight_bytes() / 2**20:,.0f} MiB of weights)", ""]
         lines.append("| phase | " + " | ".join(plots.variant(r) for r in records) + " |")
@@ -59,7 +69,7 @@ def markdown(run: dict) -> str:
         lines += _host_rows(records, kind)
         lines += _allocator_rows(records, kind)
         lines += _nvml_rows(records, kind)
-        lines += _estimate_rows(records, kind)
+        lines += _estimate_rows(records, kind, floor=model not in PROBES)
         lines.append("| allocator mode | " + " | ".join(
             r.get("allocator", {}).get("mode", "default")
             + ("" if r.get("allocator", {}).get("applicable", True) else " (not applicable: CPU)")
@@ -232,10 +242,12 @@ def _estimate_cell(record: dict, name: str) -> str:
     return "<br>".join(parts) or "-"
 
 
-def _estimate_rows(records: list[dict], kind: str) -> list[str]:
-    """Per phase the estimate against the measurement in each view, then the floor and the peak's breakdown."""
+def _estimate_rows(records: list[dict], kind: str, floor: bool) -> list[str]:
+    """Per phase the estimate against the measurement in each view, then the floor (`floor`) and the peak's
+    breakdown."""
     rows = _phase_rows(records, kind, "estimate vs measured", _estimate_cell)
-    rows.append("| peak / floor | " + " | ".join(_floor_cell(r.get("floor", {})) for r in records) + " |")
+    if floor:
+        rows.append("| peak / floor | " + " | ".join(_floor_cell(r.get("floor", {})) for r in records) + " |")
     rows.append("| where the peak goes | " + " | ".join(_breakdown_cell(r) for r in records) + " |")
     return rows
 
