@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +42,24 @@ def _grid(rows: int, columns: int) -> tuple[plt.Figure, list]:
         axis.set_axis_off()
         return figure, []
     figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 3.6 * rows), squeeze=False)
+    return figure, axes
+
+
+def _flow(count: int, columns: int = 2) -> tuple[plt.Figure, list]:
+    """`count` panels in rows of `columns`, the last row's panels widened to fill it: a grid without holes."""
+    if not count:
+        return _grid(0, 0)
+    columns = min(columns, count)
+    rows = -(-count // columns)
+    last = count - (rows - 1) * columns
+    width = math.lcm(columns, last)
+    figure = plt.figure(figsize=(7 * columns, 3.6 * rows))
+    grid = figure.add_gridspec(rows, width)
+    axes = []
+    for index in range(count):
+        row, column = divmod(index, columns)
+        span = width // (columns if row < rows - 1 else last)
+        axes.append(figure.add_subplot(grid[row, column * span:(column + 1) * span]))
     return figure, axes
 
 
@@ -163,14 +182,10 @@ def breakdown_bars(run: dict, path: Path) -> Path:
     flatten the rest: its true size is written on it.
     """
     found = breakdown_panels(run)
-    models = list(dict.fromkeys(panel.model for panel in found))
     kinds = list(dict.fromkeys(panel.kind for panel in found))
-    figure, axes = _grid(len(models), len(kinds))
-    drawn = {(models.index(panel.model), kinds.index(panel.kind)) for panel in found}
-    for row, column in {(r, c) for r in range(len(models)) for c in range(len(kinds))} - drawn:
-        axes[row][column].set_visible(False)  # a model the suite runs in one kind only
-    for panel in found:
-        axis, limit = axes[models.index(panel.model)][kinds.index(panel.kind)], panel.limit / MIB
+    figure, axes = _flow(len(found), max(len(kinds), 1))
+    for axis, panel in zip(axes, found, strict=True):
+        limit = panel.limit / MIB
         for index, column in enumerate(panel.columns):
             if column.phase is None:
                 axis.text(index, 0, column.status, ha="center", va="bottom", fontsize=7)
@@ -223,12 +238,10 @@ def allocator_modes(run: dict, path: Path) -> Path:
     """Per model and framework, one pair of bars per allocator mode, named by the mode: what the process held
     at its highest phase and what the model needed; then each framework's context alone, lazy and eager."""
     bars = mode_bars(run)
-    models = list(dict.fromkeys(model for model, _ in bars))
     frameworks = list(dict.fromkeys(framework for _, framework in bars))
     context = [r for r in run["records"] if r["scenario"]["kind"] == "infer" and r["scenario"]["model"] not in PROBES]
-    figure, axes = _grid(len(models) + 1, max(len(frameworks), 1))
-    for (model, framework), modes in bars.items():
-        axis = axes[models.index(model)][frameworks.index(framework)]
+    figure, axes = _flow(len(bars) + len(frameworks), max(len(frameworks), 1))
+    for axis, ((model, framework), modes) in zip(axes, bars.items(), strict=False):
         for index, bar in enumerate(modes):
             for offset, value, color in ((-0.2, bar.holds, "C0"), (0.2, bar.needs or 0, "C1")):
                 if value > 0:
@@ -243,8 +256,7 @@ def allocator_modes(run: dict, path: Path) -> Path:
         axis.set_ylabel("MiB at the highest phase (log)")
         axis.grid(axis="y", alpha=0.3)
         axis.set_title(f"{model}, {framework}", fontsize=9)
-    for column, framework in enumerate(frameworks):
-        axis = axes[-1][column]
+    for axis, framework in zip(axes[len(bars):], frameworks, strict=True):
         records = [r for r in context if r["scenario"]["framework"] == framework]
         values = [(context_alone(r, run["device"]) or 0) / MIB for r in records]
         axis.bar([r["scenario"]["cuda_module_loading"] for r in records], values, color="C7")
@@ -416,10 +428,8 @@ def timelines(run: dict, path: Path) -> Path:
               for key, records in panels([r for r in run["records"] if r["scenario"]["model"] not in PROBES]).items()}
     groups = {key: records for key, records in groups.items() if records}
     names = list(dict.fromkeys(variant(r) for records in groups.values() for r in records))
-    columns = min(len(groups), 2)
-    figure, axes = _grid(-(-len(groups) // columns) if groups else 0, columns)
-    cells = [axis for row in axes for axis in row]
-    for axis, ((model, kind), records) in zip(cells, groups.items(), strict=False):
+    figure, axes = _flow(len(groups))
+    for axis, ((model, kind), records) in zip(axes, groups.items(), strict=True):
         for record in records:
             color, x = f"C{names.index(variant(record))}", _phase_axis(record)
             timeline = record["timeline"]
@@ -437,8 +447,6 @@ def timelines(run: dict, path: Path) -> Path:
         axis.set_ylabel("MiB")
         axis.set_title(f"{model}, {kind} (batch {records[0]['scenario']['batch']})", fontsize=9)
         axis.grid(axis="y", alpha=0.3)
-    for axis in cells[len(groups):]:  # no empty panel in the grid
-        axis.set_axis_off()
     return _finish(figure, run, "memory through the phases: anonymous RSS (solid), total (dotted), allocator (dots)",
                    names, path)
 
