@@ -162,6 +162,23 @@ def _compare(args: argparse.Namespace) -> int:
     return 1 if compare.grew(found, threshold) else 0
 
 
+def _constants(args: argparse.Namespace) -> int:
+    from suites import constants
+    from suites.run.runfile import load
+
+    try:
+        run = load(Path(args.run_file))
+    except (OSError, ValueError, KeyError) as error:
+        raise SpecError(f"{args.run_file}: not a run file ({error})") from None
+    target = constants.path(run["device"])
+    runfile.writable(target)
+    taken = constants.from_run(run, target)
+    if not taken:
+        raise SpecError(f"{args.run_file} has no finished probe record: no constants to take")
+    print(f"wrote {target}: constants of {len(taken)} probe records ({', '.join(taken)})")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from suites.report import render
 
@@ -246,6 +263,11 @@ def parser() -> argparse.ArgumentParser:
     versus.add_argument("--threshold", type=float, default=5.0, help="percent a gated peak may grow (default 5)")
     versus.add_argument("--all", action="store_true", help="list every change, not only those past the threshold")
     versus.set_defaults(action=_compare)
+
+    taken = commands.add_parser("constants", help="results/constants-<device>.json from a run file's probes (a GPU "
+                                                  "run's make `estimate --device cuda` whole without a GPU)")
+    taken.add_argument("run_file")
+    taken.set_defaults(action=_constants)
 
     report = commands.add_parser("report", help="render the plot and Markdown report of a run file")
     report.add_argument("run_file")

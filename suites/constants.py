@@ -20,7 +20,6 @@ from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
 from suites import figures
-from suites.run import device, environment
 from suites.run.runfile import RESULTS
 
 PROBE, DEEP_PROBE = "probe", "probe-deep"
@@ -62,7 +61,7 @@ def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tupl
     return views
 
 
-def from_probe(record: dict) -> dict:
+def from_probe(record: dict, measured_at: str | None = None) -> dict:
     """One probe record's constants: the context, and per phase and view the bytes beyond the tensors."""
     scenario = Scenario.from_dict(record["scenario"])
     views = measured_views(record, analytic_estimate(scenario))
@@ -72,16 +71,26 @@ def from_probe(record: dict) -> dict:
         "phases": {name: {view: measured - tensors for view, (measured, tensors) in found.items()}
                    for name, found in views.items()},
         "versions": record["framework"].get("versions", {}),
+        "measured_on": _measured_on(record),
         "git_commit": record.get("run", {}).get("git_commit"),
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "measured_at": measured_at or time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
 
-def per_layer(probe: dict, deep_record: dict) -> dict:
+def _measured_on(record: dict) -> str:
+    """The machine a probe ran on, in words: the GPU with its driver, or the CPU machine."""
+    gpu = record.get("nvml", {}).get("gpu")
+    if gpu:
+        return f"{gpu['name']}, driver {gpu['driver']}, {int(gpu['total_bytes']) / 2**30:,.0f} GiB"
+    machine = record.get("run", {}).get("machine", {})
+    return f"CPU, {machine.get('cpus', '?')} cores, {machine.get('memory_bytes', 0) / 2**30:,.0f} GiB"
+
+
+def per_layer(probe: dict, deep_record: dict, measured_at: str | None = None) -> dict:
     """What each layer beyond the probe's adds, per phase and view: the depth probe's bytes beyond its tensors,
     less the probe's, divided by the layers it has more."""
     scenario = Scenario.from_dict(deep_record["scenario"])
-    deep = from_probe(deep_record)
+    deep = from_probe(deep_record, measured_at)
     extra_layers = len(scenario.spec.layers) - probe["layers"]
     return {"model": DEEP_PROBE, "probe_layers": probe["layers"], "extra_layers": extra_layers,
             "phases": {name: {view: round((found - probe["phases"][name][view]) / extra_layers)
@@ -112,7 +121,7 @@ def load(resolved_device: str, source: Path | None = None) -> dict | None:
     return data if data.get("kind") == KIND and data.get("schema_version") == SCHEMA_VERSION else None
 
 
-def update(record: dict, target: Path | None = None) -> None:
+def update(record: dict, target: Path | None = None, measured_at: str | None = None) -> None:
     """Stores a finished probe's constants, replacing that framework's and kind's earlier ones; a depth probe's
     cost per layer joins the probe's constants it was measured against (none without them)."""
     if record["status"] != "ok":
@@ -121,14 +130,14 @@ def update(record: dict, target: Path | None = None) -> None:
     target = target or path(scenario.device)
     data = load(scenario.device, target) or {
         "schema_version": SCHEMA_VERSION, "kind": KIND, "device": scenario.device,
-        "device_description": device.describe(scenario.device), "machine": environment.machine(),
+        "device_description": _measured_on(record), "machine": record.get("run", {}).get("machine"),
         "model": PROBE, "frameworks": {},
     }
     kinds = data["frameworks"].setdefault(scenario.framework, {})
     if scenario.model == PROBE:
-        kinds[scenario.kind] = from_probe(record)
+        kinds[scenario.kind] = from_probe(record, measured_at)
     elif kinds.get(scenario.kind, {}).get("layers"):
-        kinds[scenario.kind]["per_layer"] = per_layer(kinds[scenario.kind], record)
+        kinds[scenario.kind]["per_layer"] = per_layer(kinds[scenario.kind], record, measured_at)
     else:
         return
     atomic_write_json(target, data)
@@ -137,3 +146,14 @@ def update(record: dict, target: Path | None = None) -> None:
 def lookup(constants: dict | None, framework: str, kind: str) -> dict | None:
     """The constants for one framework and scenario kind, or None where they were never measured."""
     return ((constants or {}).get("frameworks", {}).get(framework) or {}).get(kind)
+
+
+def from_run(run: dict, target: Path) -> list[str]:
+    """The constants of a run file's probes, written to `target` (a GPU run's constants, committed, let a machine
+    without one estimate for that GPU); the probes taken, as labels."""
+    taken = []
+    for record in sorted(run["records"], key=lambda r: r["scenario"]["model"] != PROBE):  # each probe before its deep
+        if record["scenario"]["model"] in PROBES and record["status"] == "ok":
+            update(record, target, f"{run['started_at']} (the run's start)")
+            taken.append(Scenario.from_dict(record["scenario"]).label)
+    return taken

@@ -59,7 +59,9 @@ def render(analytic: Estimate, known: dict | None, source: str) -> str:
         context = known["context"]
         lines += ["", f"total at the peak ({peak_name}): {peak / MIB:,.1f} MiB; its context ({context / MIB:,.1f} MiB)"
                   f" and runtime overhead ({overhead / MIB:,.1f} MiB) are measured constants from {source}"
-                  f" (the probe model, commit {known['git_commit']}, {known['measured_at']}"
+                  f" (the probe model on {known.get('measured_on', 'an unrecorded machine')}, "
+                  f"{', '.join(f'{k} {v}' for k, v in known.get('versions', {}).items()) or 'versions unrecorded'}; "
+                  f"commit {known['git_commit']}, {known['measured_at']}"
                   + (f"; with the depth probe's cost per layer for {analytic.layers} layers"
                      if known.get("per_layer") else "; no depth probe: nothing per layer") + ")"]
     else:

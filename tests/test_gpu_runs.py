@@ -7,6 +7,9 @@ them is recomputed here by the same functions.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,3 +165,26 @@ def test_the_first_runs_fit_answer_reads_as_unknown_today() -> None:
     assert again["answer"] == "unknown" and again["unknown_reason"] == "batch 1: error in context"
     assert [probe["fits"] for probe in again["probes"]] == [None]
     assert "unknown: batch 1: error in context" in fit.describe(again)
+
+
+def test_a_gpu_runs_probes_let_a_machine_without_one_estimate_for_that_gpu(tmp_path: Path) -> None:
+    """`constants` takes the H100 run's probes; `estimate --device cuda` then adds them, labelled with the GPU, its
+    driver and the framework versions; a run without probes is refused in one line."""
+    env = os.environ | {"FOOTPRINT_RESULTS": str(tmp_path)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "suites", *args], cwd=ROOT, capture_output=True, text=True,
+                              env=env, timeout=120)
+
+    missing = cli("estimate", "--model", "keras200m", "--framework", "torch", "--device", "cuda")
+    assert "context and runtime overhead not included: no probe of torch (train) on cuda" in missing.stdout
+    taken = cli("constants", str(RUNS / "default-cuda.json"))
+    assert taken.returncode == 0 and "constants of 4 probe records" in taken.stdout, taken.stderr
+    made = cli("estimate", "--model", "keras200m", "--framework", "torch", "--device", "cuda")
+    probe = json.loads((tmp_path / "constants-cuda.json").read_text())["frameworks"]["torch"]["train"]
+    assert f"context ({probe['context'] / 2**20:,.1f} MiB)" in made.stdout
+    assert "the probe model on NVIDIA H100 80GB HBM3, driver 580.159.04, 80 GiB, torch 2.11.0+cu130" in made.stdout
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps(json.loads((RUNS / "default-cuda.json").read_text()) | {"records": []}))
+    refused = cli("constants", str(empty))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "no finished probe record" in refused.stderr
