@@ -137,6 +137,14 @@ class Fit:
     exponent: float
     slope: float
     offset: float
+    intercept: float  # of the straight line: y = intercept + slope * x
+    residual: int  # the largest distance of a point from the straight line, in bytes
+    steps: tuple[tuple[int, int, int], ...]  # (x before, x after, bytes beyond the slope) where the line breaks
+
+    @property
+    def linear(self) -> bool:
+        """Whether the straight line fits (then there are no steps to name)."""
+        return not self.steps
 
 
 def _linear(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
@@ -149,14 +157,30 @@ def _linear(xs: list[float], ys: list[float]) -> tuple[float, float, float]:
 
 
 EXPONENTS = [k / 100 for k in range(0, 201)]  # 0 to 2 in steps of 0.01
+LINE_TOLERANCE, LINE_FLOOR_BYTES = 0.05, 4 * 2**20  # a point this close to the line is on it
 
 
-def _fit(points: list[tuple[int, int]]) -> tuple[float, float, float]:
-    """(exponent, linear slope, offset): the exponent whose linear fit of y on x^k leaves the least error."""
+def _fit(points: list[tuple[int, int]]) -> tuple[float, float, float, float, int, tuple[tuple[int, int, int], ...]]:
+    """(exponent, linear slope, offset, intercept, residual, steps): the exponent whose linear fit of y on x^k
+    leaves the least error; the straight line, its largest residual, and the steps that break it (an increase
+    between neighbouring points beyond what the line's slope gives them, by more than the tolerance)."""
     xs, ys = [float(x) for x, _ in points], [float(y) for _, y in points]
     best = min(EXPONENTS, key=lambda k: _linear([x**k for x in xs], ys)[2])
     offset, _, _ = _linear([x**best for x in xs], ys)
-    return best, _linear(xs, ys)[1], offset
+    intercept, slope, _ = _linear(xs, ys)
+    residual = max(abs(y - intercept - slope * x) for x, y in points)
+    on_line = all(abs(y - intercept - slope * x) <= max(LINE_TOLERANCE * y, LINE_FLOOR_BYTES) for x, y in points)
+    steps = () if on_line else tuple(
+        (x1, x2, round(y2 - y1 - slope * (x2 - x1))) for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False)
+        if y2 - y1 - slope * (x2 - x1) > max(LINE_TOLERANCE * y2, LINE_FLOOR_BYTES))
+    return best, slope, offset, intercept, round(residual), steps or (() if on_line else _largest_rise(points, slope))
+
+
+def _largest_rise(points: list[tuple[int, int]], slope: float) -> tuple[tuple[int, int, int], ...]:
+    """Off the line with no single rise past the tolerance: the largest rise beyond the slope is named instead."""
+    rises = [(x1, x2, round(y2 - y1 - slope * (x2 - x1))) for (x1, y1), (x2, y2) in zip(points, points[1:],
+                                                                                          strict=False)]
+    return (max(rises, key=lambda rise: rise[2]),)
 
 
 def sweep_fits(run: dict, axis: str) -> list[Fit]:
@@ -177,7 +201,7 @@ def sweep_fits(run: dict, axis: str) -> list[Fit]:
             continue
         groups.setdefault((model, scenario["framework"], scenario["technique"], scenario["optimizer"], found.view),
                           []).append((x, y))
-    return [Fit(framework, model, technique, view, tuple(sorted(points)), *_fit(points))
+    return [Fit(framework, model, technique, view, tuple(sorted(points)), *_fit(sorted(points)))
             for (model, framework, technique, _, view), points in sorted(groups.items())
             if len({x for x, _ in points}) >= 2]
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from suites import readout
-from suites.matrix import size, suite_settings
+from suites.matrix import batch_grid, size, suite_settings
 from suites.report import render
 from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import ROOT, interpreter
@@ -15,7 +15,7 @@ from suites.run.runfile import run_path
 
 
 def run_suite(suite: str, requested_device: str, frameworks: str, models: str, timeout: float,
-              start: str = "merge", engine: str = "local", jobs: int = 1, address: str = "") -> int:
+              start: str = "merge", engine: str = "local", jobs: int = 1, address: str = "", batches: str = "") -> int:
     """`start`: merge (add or replace this run's scenarios in the run file), resume (also skip those already
     ok) or fresh (start the run file over). `engine`, `jobs`, `address`: suites.run.executors."""
     executors.check(engine, jobs, address)
@@ -23,8 +23,10 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
                        "FOOTPRINT_DEVICE": device.resolve(requested_device), "FOOTPRINT_TIMEOUT": str(timeout),
                        "FOOTPRINT_RESUME": "1" if start == "resume" else "",
                        "FOOTPRINT_FRESH": "1" if start == "fresh" else "",
-                       "FOOTPRINT_EXECUTOR": engine, "FOOTPRINT_JOBS": str(jobs), "FOOTPRINT_ADDRESS": address})
-    _, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
+                       "FOOTPRINT_EXECUTOR": engine, "FOOTPRINT_JOBS": str(jobs), "FOOTPRINT_ADDRESS": address,
+                       "FOOTPRINT_BATCHES": batches})
+    parts, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
+    batch_grid(parts)
     for framework in chosen:
         interpreter(framework, resolved)
     runfile.lock(run_path(suite, resolved))  # a second run on the same file is refused here, in one line

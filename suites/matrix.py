@@ -115,16 +115,36 @@ def suite_settings(name: str) -> tuple[tuple[Part, ...], tuple[str, ...], tuple[
     return SUITES[name], chosen_frameworks, models, device.resolve(os.environ.get("FOOTPRINT_DEVICE", "auto"))
 
 
+def batch_grid(parts: tuple[Part, ...]) -> tuple[int, ...] | None:
+    """A user's batch grid (`bench --batches 10,20,30`), which replaces the batches of the parts that sweep the
+    batch; None: the suite's own."""
+    text = os.environ.get("FOOTPRINT_BATCHES", "")
+    if not text:
+        return None
+    if not any(len(part.batches) > 1 for part in parts):
+        raise SpecError("--batches replaces a batch sweep, and this suite sweeps no batch (the sweeps suite does)")
+    try:
+        grid = tuple(int(item) for item in text.split(","))
+    except ValueError:
+        grid = ()
+    if not grid or min(grid) < 1:
+        raise SpecError(f"--batches must be positive integers separated by commas, got {text!r}")
+    return grid
+
+
 def scenarios(name: str) -> list[Scenario]:
     """The probes of each framework first (their constants feed the estimates of the rest), then the suite."""
     parts, chosen_frameworks, models, resolved = suite_settings(name)
+    grid = batch_grid(parts)
     probes = [Scenario.create(framework, probe, kind=kind, device=resolved)
               for probe in PROBES for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
     return _once(probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
                                      allocator=mode, cuda_module_loading=loading, technique=technique, batch=batch,
                                      execution=execution)
                      for part in parts for model in (models or part.models) for kind in part.kinds
-                     for batch in part.batches for technique in part.techniques for optimizer in part.optimizers
+                     for batch in (grid if grid and len(part.batches) > 1 else part.batches)
+                     for technique in part.techniques
+                     for optimizer in part.optimizers
                      for framework in chosen_frameworks
                      for execution in (executions.examples(framework, resolved) if part.every_execution_mode
                                        else [executions.DEFAULT])

@@ -369,20 +369,31 @@ def sweeps(run: dict, path: Path) -> Path:
         models = list(dict.fromkeys(fit.model for fit in fits))
         for fit in fits:
             xs, ys = zip(*fit.points, strict=True)
-            style = "--" if fit.technique == "checkpoint" else "-"
+            color = f"C{frameworks.index(fit.framework)}"
             marker = MARKERS[models.index(fit.model) % len(MARKERS)][0]
-            axis.plot(xs, [max(y, 1) / MIB for y in ys], style, marker=marker,
-                      color=f"C{frameworks.index(fit.framework)}",
-                      label=f"{fit.model} {fit.framework} {fit.technique} ({fit.view}): exponent {fit.exponent:.2f}, "
-                            f"{fit.slope / MIB:.2f} MiB per {'example' if axis_name == 'batch' else 'layer'}")
+            unit = "example" if axis_name == "batch" else "layer"
+            described = (f"line, {fit.slope / MIB:.2f} MiB per {unit}" if fit.linear
+                         else f"no line (exponent {fit.exponent:.2f})")
+            axis.plot(xs, [max(y, 1) / MIB for y in ys], marker, color=color,
+                      label=f"{fit.model} {fit.framework} {fit.technique} ({fit.view}): {described}")
+            if fit.linear:  # the line only where it fits; elsewhere the points, joined, and their steps named
+                axis.plot(xs, [max(fit.intercept + fit.slope * x, 1) / MIB for x in xs], "-", color=color, lw=1)
+            else:
+                axis.plot(xs, [max(y, 1) / MIB for y in ys], ":" if fit.technique == "checkpoint" else "--",
+                          color=color, lw=1)
+                for _, after, excess in fit.steps:
+                    axis.annotate(f"+{excess / MIB:,.0f}", (after, max(dict(fit.points)[after], 1) / MIB),
+                                  fontsize=6, color=color, textcoords="offset points", xytext=(3, -8))
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         shapes = ", ".join(f"{shape}: {model}" for model, (_, shape) in zip(models, MARKERS, strict=False))
         axis.set_xlabel(f"batch ({shapes})" if axis_name == "batch" else "depth N (plain-N, batch 8)")
         axis.set_ylabel("training peak (MiB)" if axis_name == "batch" else "activation memory at the peak (MiB)")
-        axis.legend(fontsize=7)
+        axis.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0, -0.16))  # below: the points stay visible
         axis.grid(alpha=0.3)
-    return _finish(figure, run, "growth with batch and depth; dashed: checkpointing every sqrt(N) layers",
+    figure.set_size_inches(14, 9)
+    return _finish(figure, run, "growth with batch and depth: a line where one fits, else the steps beyond its slope "
+                   "(dotted: checkpointing every sqrt(N) layers)",
                    frameworks, path)
 
 

@@ -210,13 +210,17 @@ def _sweeps_section(run: dict) -> list[str]:
                          "Batch: each swept model's training peak. Depth: plain-N's activation memory: in the "
                          "allocator's view, what the steady step added to what the allocator held when it began; "
                          "in the driver's view, the peak minus the measured constant and the weights, gradients, "
-                         "optimizer state, inputs and update temporaries.", "",
-                         "| sweep | model | framework | technique | exponent k | offset c | slope | points (x: MiB) |",
-                         "|---|---|---|---|---:|---:|---:|---|"]
+                         "optimizer state, inputs and update temporaries. A straight line is drawn only where every "
+                         "point lies within 5 % (or 4 MiB) of it; elsewhere the rises beyond its slope are named "
+                         "(TensorFlow's allocator grows in steps; checkpointing grows as a square root).", "",
+                         "| sweep | model | framework | technique | exponent k | offset c | straight line | "
+                         "points (x: MiB) |", "|---|---|---|---|---:|---:|---|---|"]
             unit = "example" if axis == "batch" else "layer"
+            line = (f"{growth.slope / 2**20:.2f} MiB per {unit}, within {_mib(growth.residual)} MiB" if growth.linear
+                    else f"does not fit (off by up to {_mib(growth.residual)} MiB); "
+                    + ", ".join(f"{a} to {b}: +{_mib(excess)} MiB beyond the slope" for a, b, excess in growth.steps))
             lines.append(f"| {axis} | {growth.model} | {growth.framework} | {growth.technique} ({growth.view}) | "
-                         f"{growth.exponent:.2f} | {_mib(growth.offset)} | "
-                         f"{growth.slope / 2**20:.2f} MiB per {unit} | "
+                         f"{growth.exponent:.2f} | {_mib(growth.offset)} | {line} | "
                          + ", ".join(f"{x}: {_mib(y)}" for x, y in growth.points) + " |")
     return lines
 

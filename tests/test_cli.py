@@ -11,8 +11,11 @@ import pytest
 from models.catalogue import listed_models
 from models.record import phase
 from models.scenario import PHASES, Scenario
+from suites import analysis
+from suites.matrix import scenarios
 from suites.report import render
 from suites.run.registry import ROOT
+from suites.run.runfile import load
 from tests.conftest import run_cli
 
 VALID = ["--framework", "torch", "--model", "keras-small", "--scenario", "infer", "--device", "cpu"]
@@ -146,3 +149,17 @@ def test_compare_gates_a_grown_peak_and_warns_when_runs_differ(tmp_path: Path) -
     assert run_cli("compare", *map(str, paths), "--threshold", "20").returncode == 0
     bad = run_cli("compare", str(paths[0]), str(tmp_path / "absent.json"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "not a run file" in bad.stderr
+
+
+def test_sweeps_draw_a_line_only_where_it_fits_and_name_the_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed sweeps run: TensorFlow's allocator on keras-small rises in a step between batch 32 and 64
+    (story 3's "grew in steps"); torch's host peak lies on its line. A user's grid replaces the batch sweep only."""
+    fits = {(f.framework, f.model): f for f in analysis.sweep_fits(load(ROOT / "results" / "sweeps-cpu.json"), "batch")}
+    steps = fits["keras-tensorflow", "keras-small"]
+    assert not steps.linear and [(a, b) for a, b, _ in steps.steps] == [(32, 64)] and steps.steps[0][2] > 8 * 2**20
+    assert fits["torch", "keras-small"].linear and fits["torch", "keras-small"].residual < 4 * 2**20
+    monkeypatch.setenv("FOOTPRINT_BATCHES", "10,20,30")
+    swept = {(s.model, s.batch) for s in scenarios("sweeps") if s.framework == "torch"}
+    assert {b for m, b in swept if m == "keras-small"} == {10, 20, 30} and ("plain-8", 8) in swept
+    done = run_cli("bench", "--suite", "sweeps", "--batches", "10,0")
+    assert done.returncode == 2 and "--batches must be positive integers" in done.stderr
