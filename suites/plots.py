@@ -431,11 +431,19 @@ def _phase_axis(record: dict) -> Callable[[float], float]:
     return x
 
 
+def memory_timeline(record: dict) -> dict | None:
+    """The samples a timeline draws: NVML's (the worker's processes, the device) on a GPU, the worker's own RSS
+    sampler (anonymous, total) on the CPU; None where the record has none."""
+    chosen = record.get("nvml", {}).get("timeline") if record["scenario"]["device"] == "cuda" else record.get("timeline")
+    return chosen if chosen and chosen.get("points") and record.get("phases") else None
+
+
 def timelines(run: dict, path: Path) -> Path:
-    """Per model and kind, each framework's memory through its phases: anonymous RSS (solid, the figure that
-    repeats) and total RSS (dotted) as the worker's sampler saw them, and the allocator's reading at each phase's
-    end (dots), with the phases as bands."""
-    groups = {key: [r for r in records if r.get("timeline", {}).get("points") and r["phases"]]
+    """Per model and kind, each framework's memory through its phases: on the CPU anonymous RSS (solid, the figure
+    that repeats) and total RSS (dotted) from the worker's sampler, on a GPU NVML's figure for the worker's
+    processes (solid) and the device's (dotted); the allocator's reading at each phase's end (dots); the phases
+    as bands."""
+    groups = {key: [r for r in records if memory_timeline(r)]
               for key, records in panels([r for r in run["records"] if r["scenario"]["model"] not in PROBES]).items()}
     groups = {key: records for key, records in groups.items() if records}
     names = list(dict.fromkeys(variant(r) for records in groups.values() for r in records))
@@ -443,7 +451,7 @@ def timelines(run: dict, path: Path) -> Path:
     for axis, ((model, kind), records) in zip(axes, groups.items(), strict=True):
         for record in records:
             color, x = f"C{names.index(variant(record))}", _phase_axis(record)
-            timeline = record["timeline"]
+            timeline = memory_timeline(record)
             xs = [x(timeline["start_monotonic_s"] + point[0] / 1000) for point in timeline["points"]]
             axis.plot(xs, [point[1] / 1024 for point in timeline["points"]], color=color, linewidth=1.2)
             axis.plot(xs, [point[2] / 1024 for point in timeline["points"]], color=color, linewidth=0.8, linestyle=":")
@@ -458,8 +466,9 @@ def timelines(run: dict, path: Path) -> Path:
         axis.set_ylabel("MiB")
         axis.set_title(f"{model}, {kind} (batch {records[0]['scenario']['batch']})", fontsize=9)
         axis.grid(axis="y", alpha=0.3)
-    return _finish(figure, run, "memory through the phases: anonymous RSS (solid), total (dotted), allocator (dots)",
-                   names, path)
+    lines = ("anonymous RSS (solid), total (dotted)" if run["device"] != "cuda"
+             else "NVML: the worker's processes (solid), the device (dotted)")
+    return _finish(figure, run, f"memory through the phases: {lines}, the allocator (dots)", names, path)
 
 
 PLOTS = {"default": breakdown_bars, "allocators": allocator_modes, "techniques": technique_savings, "sweeps": sweeps,

@@ -350,6 +350,6 @@ def render(path: Path) -> list[Path]:
     written = [plot(run, path.with_suffix(".png")), report]
     if errors.rows(run):
         written.append(plots.estimate_vs_measured(run, path.with_name(f"{path.stem}-estimate.png")))
-    if any(record.get("timeline", {}).get("points") for record in run["records"]):
+    if any(plots.memory_timeline(record) for record in run["records"]):
         written.append(plots.timelines(run, path.with_name(f"{path.stem}-timeline.png")))
     return written

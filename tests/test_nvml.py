@@ -10,6 +10,7 @@ import subprocess
 import time
 
 from models.record import SAMPLED_PEAK
+from models.timeline import Timeline
 from suites.run.nvml import Sample, Sampler, attribute, isolation
 
 WORKER, HELPER, DESKTOP, HOST_PID = 4242, 4243, 100, 987654
@@ -44,6 +45,17 @@ def test_process_peaks_are_the_maximum_inside_each_window() -> None:
     assert build["device_peak"]["bytes"] == 1550 * MB  # the desktop's 250 MB is in the device figure
     assert compile_ == {"samples": 0, "note": "no sample inside the phase: it was shorter than the interval"}
     assert summary["samples"] == 6 and summary["rate_hz"] == 2.0 and summary["read_cost_ms"] == 0.5
+    # the timeline: every sample (fewer than the bound), the worker's tree and the device, in KiB from the first
+    assert summary["timeline"]["points"][4] == [1800, 900 * MB // 1024, 1150 * MB // 1024]
+
+
+def test_a_long_timeline_is_bounded_and_keeps_every_peak() -> None:
+    timeline = Timeline(max_points=8)
+    for step in range(100):
+        timeline.add(step / 10, 1000 + (500 if step == 37 else step), 5)
+    kept = timeline.to_dict(["a_kib", "b_kib"], 1)
+    assert len(kept["points"]) < 8 and kept["samples_per_point"] == 16
+    assert max(point[1] for point in kept["points"]) == 1500 and kept["points"][-1][1] == 1099  # the peaks survive
 
 
 def test_another_process_at_the_start_is_a_warning() -> None:

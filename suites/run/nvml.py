@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from models.record import AT_PHASE_END, SAMPLED_PEAK, counter
+from models.timeline import Timeline
 
 DEFAULT_INTERVAL_S = 0.002
 TREE_REFRESH_S = 0.05
@@ -181,6 +182,10 @@ def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_
             figures["processes_counted"] = len({pid for s in inside for pid in s.processes if pid in tree})
         phase["nvml"] = figures
     span = samples[-1].time - samples[0].time if len(samples) > 1 else 0.0
+    timeline = Timeline()  # the worker's tree's bytes (the device's where its PIDs are not visible) and the device's
+    for sample in samples:
+        own = sum(used for pid, used in sample.processes.items() if pid in tree) if visible else sample.device_used
+        timeline.add(sample.time, own, sample.device_used)
     return {
         "view": "process" if visible else "device (worker PID not visible to NVML)",
         "samples": len(samples),
@@ -190,4 +195,5 @@ def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_
         "other_processes_at_start": others_at_start,
         "other_processes_during": newcomers if visible else [],
         "warnings": warnings,
+        "timeline": timeline.to_dict(["process_kib", "device_kib"], 1024),
     }
