@@ -434,7 +434,8 @@ def _phase_axis(record: dict) -> Callable[[float], float]:
 def memory_timeline(record: dict) -> dict | None:
     """The samples a timeline draws: NVML's (the worker's processes, the device) on a GPU, the worker's own RSS
     sampler (anonymous, total) on the CPU; None where the record has none."""
-    chosen = record.get("nvml", {}).get("timeline") if record["scenario"]["device"] == "cuda" else record.get("timeline")
+    gpu = record["scenario"]["device"] == "cuda"
+    chosen = record.get("nvml", {}).get("timeline") if gpu else record.get("timeline")
     return chosen if chosen and chosen.get("points") and record.get("phases") else None
 
 
