@@ -147,16 +147,18 @@ def _compare(args: argparse.Namespace) -> int:
     from suites.run.runfile import load
 
     runs = []
-    for path in (args.base, args.new):
+    for path in (args.base, args.new, *([args.repeat] if args.repeat else [])):
         try:
             runs.append(load(Path(path)))
         except (OSError, ValueError, KeyError) as error:
             raise SpecError(f"{path}: not a run file ({error})") from None
     if not 0 <= args.threshold < math.inf:
         raise SpecError(f"--threshold must be a percentage of zero or more, got {args.threshold:g}")
-    for difference in compare.differences(*runs):
+    for difference in compare.differences(*runs[:2]):
         print(f"python -m suites compare: warning: not like for like: {difference}", file=sys.stderr)
-    found, only_base, only_new = compare.changes(*runs)
+    found, only_base, only_new = compare.changes(*runs[:2])
+    if args.repeat:  # a second run of the base's code: how far each figure moves on its own
+        found = compare.with_spread(found, compare.changes(runs[0], runs[2])[0])
     threshold = args.threshold / 100
     print(compare.render(found, only_base, only_new, threshold, args.all))
     return 1 if compare.grew(found, threshold) else 0
@@ -264,6 +266,7 @@ def parser() -> argparse.ArgumentParser:
     versus.add_argument("new")
     versus.add_argument("--threshold", type=float, default=5.0, help="percent a gated peak may grow (default 5)")
     versus.add_argument("--all", action="store_true", help="list every change, not only those past the threshold")
+    versus.add_argument("--repeat", help="a second run of the base's code: a change must also pass its spread")
     versus.set_defaults(action=_compare)
 
     taken = commands.add_parser("constants", help="results/constants-<device>.json from a run file's probes (a GPU "

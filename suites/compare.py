@@ -10,7 +10,7 @@ from run to run by more than a model change worth catching.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from models.record import phase
 from models.scenario import Scenario
@@ -43,10 +43,21 @@ class Change:
     base: int
     new: int
     gated: bool
+    spread: float | None = None  # how far the base moved between two runs of the same code, where measured
 
     @property
     def relative(self) -> float:
         return (self.new - self.base) / self.base if self.base else 0.0
+
+    def beyond(self, threshold: float) -> bool:
+        """Past the threshold, and past the run-to-run spread where a repeat of the base measured it."""
+        return abs(self.relative) > max(threshold, self.spread or 0.0)
+
+
+def with_spread(found: list[Change], repeat: list[Change]) -> list[Change]:
+    """`found` with each figure's run-to-run spread: how far a repeat of the base run moved from it."""
+    spread = {(c.scenario, c.phase, c.figure): abs(c.relative) for c in repeat}
+    return [replace(c, spread=spread.get((c.scenario, c.phase, c.figure))) for c in found]
 
 
 def changes(base: dict, new: dict) -> tuple[list[Change], list[str], list[str]]:
@@ -104,16 +115,20 @@ def render(found: list[Change], only_base: list[str], only_new: list[str], thres
             moves = [c.relative for c in found if c.phase == name and c.figure == figure]
             cells.append(f"{max(moves, key=abs):+.1%}" if moves else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    shown = [c for c in found if every or abs(c.relative) > threshold]
-    lines += ["", f"{'Every change' if every else f'Changes beyond {threshold:.1%}'}: {len(shown) or 'none'}"]
+    shown = [c for c in found if every or c.beyond(threshold)]
+    spread = any(c.spread is not None for c in found)
+    lines += ["", f"{'Every change' if every else f'Changes beyond {threshold:.1%}'}"
+              + (" and beyond the run-to-run spread" if spread and not every else "") + f": {len(shown) or 'none'}"]
     if shown:
-        lines += ["", "| scenario | phase | figure | base MiB | new MiB | change |", "|---|---|---|---:|---:|---:|"]
+        lines += ["", "| scenario | phase | figure | base MiB | new MiB | change | spread |",
+                  "|---|---|---|---:|---:|---:|---:|"]
         lines += [f"| {c.scenario} | {c.phase} | {c.figure}{'*' if c.gated else ''} | {c.base / MIB:,.1f} | "
-                  f"{c.new / MIB:,.1f} | {c.relative:+.1%} |" for c in sorted(shown, key=lambda c: -abs(c.relative))]
+                  f"{c.new / MIB:,.1f} | {c.relative:+.1%} | {'-' if c.spread is None else f'{c.spread:.1%}'} |"
+                  for c in sorted(shown, key=lambda c: -abs(c.relative))]
     lines += [f"only in the base run: {label}" for label in only_base]
     lines += [f"only in the new run: {label}" for label in only_new]
     return "\n".join(lines)
 
 
 def grew(found: list[Change], threshold: float) -> bool:
-    return any(change.gated and change.relative > threshold for change in found)
+    return any(change.gated and change.relative > 0 and change.beyond(threshold) for change in found)

@@ -147,6 +147,12 @@ def test_compare_gates_a_grown_peak_and_warns_when_runs_differ(tmp_path: Path) -
     assert "+10.0% |" in done.stdout and "Changes beyond 5.0%: 1" in done.stdout
     assert "warning: not like for like: keras-tensorflow versions:" in done.stderr
     assert run_cli("compare", *map(str, paths), "--threshold", "20").returncode == 0
+    # a repeat of the base whose same figure moved 12 % on its own: the 10 % growth is within the spread
+    peak["bytes"] = int(peak["bytes"] / 1.10 * 1.12)
+    repeat = tmp_path / "repeat.json"
+    repeat.write_text(json.dumps(grown))
+    spread = run_cli("compare", *map(str, paths), "--repeat", str(repeat))
+    assert spread.returncode == 0 and "beyond the run-to-run spread: none" in spread.stdout, spread.stdout
     bad = run_cli("compare", str(paths[0]), str(tmp_path / "absent.json"))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "not a run file" in bad.stderr
 
