@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import traceback
 from pathlib import Path
@@ -14,6 +15,16 @@ STATUSES = ("ok", "oom", "timeout", "crashed", "killed", "error", "unavailable")
 RUNNING = "running"
 
 
+_NUMBERS = re.compile(r"\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]")
+
+
+def to_json(data: object) -> str:
+    """Indented JSON with each list of plain numbers on one line: a timeline's points stay one per line, and a run
+    file holding one per scenario stays small."""
+    return _NUMBERS.sub(lambda match: "[" + ", ".join(match.group(1).split()).replace(",,", ",") + "]",
+                        json.dumps(data, indent=1))
+
+
 def atomic_write_json(path: str | Path, data: object) -> None:
     """Write-then-rename, so a reader (or a crash) never sees half a file."""
     path = Path(path)
@@ -22,7 +33,7 @@ def atomic_write_json(path: str | Path, data: object) -> None:
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
         with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=False)
+            handle.write(to_json(data))
             handle.write("\n")
         os.replace(tmp, path)
     except BaseException:

@@ -7,7 +7,7 @@ merged, each keeping the largest of every value it stands for, so every peak sur
 
 from __future__ import annotations
 
-MAX_POINTS = 512
+MAX_POINTS = 256
 
 
 class Timeline:

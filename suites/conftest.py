@@ -32,7 +32,8 @@ def run_files(pytestconfig: pytest.Config) -> Iterator[Callable[[str, str], RunF
         if (suite, resolved_device) not in files:
             fresh = bool(os.environ.get("FOOTPRINT_FRESH"))  # python -m suites bench --fresh
             files[suite, resolved_device] = run = RunFile(suite, resolved_device, fresh=fresh)
-            run.data["benchmark_machine_info"] = pytestconfig.hook.pytest_benchmark_generate_machine_info()
+            machine = pytestconfig.hook.pytest_benchmark_generate_machine_info(config=pytestconfig)
+            run.data["benchmark_machine_info"] = machine
         return files[suite, resolved_device]
 
     yield run_file
