@@ -70,8 +70,9 @@ def _finish(figure: plt.Figure, run: dict, what: str, names: list[str], path: Pa
     colors = colors or [f"C{index}" for index in range(len(names))]
     handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in colors]
     height = figure.get_size_inches()[1]
-    figure.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.75 / height),
-                  ncol=min(len(names), 6), fontsize=8)
+    if names:  # a run with nothing to draw (its probes only) has no legend either
+        figure.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.75 / height),
+                      ncol=min(len(names), 6), fontsize=8)
     figure.tight_layout(rect=(0, 0, 1, 1 - 1.3 / height))
     figure.savefig(path, dpi=90)
     plt.close(figure)

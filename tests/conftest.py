@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from suites.run.orchestrator import worker_environment
@@ -21,6 +24,22 @@ def run_worker(framework: str, *args: str, timeout: float = 600) -> str:
                           env=worker_environment(), capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def workers_of(command: subprocess.Popen, ready: Callable[[], bool] = lambda: True) -> list[psutil.Process]:
+    """The scenario workers below a running command, once `ready()` holds and one exists (none if it ended first)."""
+    found: list[psutil.Process] = []
+    while not found and command.poll() is None:
+        time.sleep(0.1)
+        if ready():
+            found = [p for p in psutil.Process(command.pid).children(recursive=True)
+                     if "frameworks.worker" in " ".join(p.cmdline())]
+    return found
+
+
+def gone(workers: list[psutil.Process]) -> bool:
+    """Every one of `workers` has ended (a zombie counts: it holds no memory and waits only for its parent)."""
+    return not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
 
 
 def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from models.scenario import Scenario
@@ -16,7 +14,7 @@ from suites.run import oom_kills
 from suites.run.orchestrator import _outcome, _read_record, run_scenario
 from suites.run.registry import ROOT
 from suites.run.runfile import RunFile, load
-from tests.conftest import FRAMEWORKS
+from tests.conftest import FRAMEWORKS, gone, workers_of
 
 # 2**16 inputs x 2**20 units: 256 GiB of fp32 weights, far beyond this machine, so allocation really fails.
 TOO_LARGE = {"name": "too-large", "input_shape": [65536], "loss": "mse",
@@ -58,12 +56,7 @@ def test_an_outside_kill_is_killed_not_oom_and_fit_cannot_answer() -> None:
     command = [sys.executable, "-m", "suites", "fit", "--framework", "torch", "--model", "probe", "--budget", "4GiB",
                "--device", "cpu"]
     with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as fit:
-        workers: list[psutil.Process] = []
-        while not workers and fit.poll() is None:
-            time.sleep(0.2)
-            workers = [p for p in psutil.Process(fit.pid).children(recursive=True)
-                       if "frameworks.worker" in " ".join(p.cmdline())]
-        workers[0].send_signal(signal.SIGKILL)
+        workers_of(fit)[0].send_signal(signal.SIGKILL)
         output, errors = fit.communicate(timeout=120)
     assert fit.returncode == 3, output + errors
     assert "unknown: batch 1: killed in" in output
@@ -104,13 +97,9 @@ def test_sigterm_stops_a_run_kills_its_worker_and_exits_130(tmp_path: Path) -> N
     command = [sys.executable, "-m", "suites", "run", "--framework", "torch", "--model", "probe", "--device", "cpu",
                "--out", str(out)]
     with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as run:
-        workers: list[psutil.Process] = []
-        while not workers and run.poll() is None:
-            time.sleep(0.1)
-            workers = [p for p in psutil.Process(run.pid).children(recursive=True)
-                       if "frameworks.worker" in " ".join(p.cmdline())]
+        workers = workers_of(run)
         run.send_signal(signal.SIGTERM)
         _, errors = run.communicate(timeout=60)
     assert run.returncode == 130 and errors.strip() == "python -m suites: stopped by SIGTERM; the run is incomplete"
-    assert workers and not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    assert workers and gone(workers)
     assert not out.exists()

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -17,6 +16,7 @@ from suites.run import runfile
 from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT
 from suites.run.runfile import load
+from tests.conftest import gone, workers_of
 
 
 def bench_command(results: Path, *args: str) -> dict:
@@ -35,12 +35,7 @@ def interrupted_bench(results: Path, stored_before: int, *args: str) -> tuple[in
     records are in the store; returns its exit code, its output and the workers it had then."""
     with subprocess.Popen(**bench_command(results, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as run:
         store = results / "default-cpu.json.store"
-        workers: list[psutil.Process] = []
-        while not workers and run.poll() is None:
-            time.sleep(0.2)
-            if len(list(store.glob("*.json"))) >= stored_before:
-                workers = [p for p in psutil.Process(run.pid).children(recursive=True)
-                           if "frameworks.worker" in " ".join(p.cmdline())]
+        workers = workers_of(run, lambda: len(list(store.glob("*.json"))) >= stored_before)
         run.send_signal(signal.SIGINT)
         output, _ = run.communicate(timeout=120)
     return run.returncode, output, workers
@@ -62,7 +57,7 @@ def test_a_narrowed_rerun_keeps_the_others_and_resume_runs_only_what_is_missing(
     # Ctrl-C while JAX's second scenario runs: its worker is killed, the first is kept, the run is incomplete
     code, output, workers = interrupted_bench(tmp_path, 5, "--frameworks", "jax")
     assert code == 130 and "stopped by SIGINT" in output, output[-2000:]
-    assert workers and not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    assert workers and gone(workers)
     stopped = json.loads((tmp_path / "default-cpu.json").read_text())
     assert not stopped["complete"] and stopped["records"][:4] == torch and len(stopped["records"]) == 5
     assert len(stopped["missing"]) == 3 and {s["framework"] for s in stopped["missing"]} == {"jax"}
