@@ -1,5 +1,5 @@
 # make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,keras-jax] [MODELS=keras-small] [TIMEOUT=600]
-#            [START=--resume|--fresh]
+#            [START=--resume|--fresh] [JOBS=2] [BATCHES=10,20,30]
 # make test
 PYTHON ?= python3
 TOOLS := .venv-tools
@@ -10,6 +10,8 @@ FRAMEWORKS ?=
 MODELS ?=
 TIMEOUT ?= 600
 START ?=
+JOBS ?= 1
+BATCHES ?=
 
 .PHONY: bench test envs clean
 
@@ -29,7 +31,8 @@ envs: $(TOX)
 
 bench: envs
 	.tox/bench/bin/python -m suites bench --suite "$(SUITE)" --device "$(DEVICE)" \
-		--frameworks "$(FRAMEWORKS)" --models "$(MODELS)" --timeout "$(TIMEOUT)" $(START)
+		--frameworks "$(FRAMEWORKS)" --models "$(MODELS)" --timeout "$(TIMEOUT)" --jobs "$(JOBS)" \
+		--batches "$(BATCHES)" $(START)
 
 test: envs
 	$(TOX) run -e test

@@ -364,9 +364,9 @@ MARKERS = (("o", "circles"), ("s", "squares"), ("^", "triangles"), ("D", "diamon
 def sweeps(run: dict, path: Path) -> Path:
     """Memory against batch (keras-small) and depth (plain-N, with and without checkpointing), with fitted slopes."""
     frameworks = list(dict.fromkeys(r["scenario"]["framework"] for r in run["records"]))
-    figure, axes = _grid(1, 2)
-    for axis, axis_name in zip(axes[0], ("batch", "depth"), strict=True):
-        fits = analysis.sweep_fits(run, axis_name)
+    swept = {name: fits for name in ("batch", "depth") if (fits := analysis.sweep_fits(run, name))}
+    figure, axes = _flow(len(swept))  # only the sweeps the run has: no empty panel
+    for axis, (axis_name, fits) in zip(axes, swept.items(), strict=True):
         models = list(dict.fromkeys(fit.model for fit in fits))
         for fit in fits:
             xs, ys = zip(*fit.points, strict=True)
@@ -392,9 +392,8 @@ def sweeps(run: dict, path: Path) -> Path:
         axis.set_ylabel("training peak (MiB)" if axis_name == "batch" else "activation memory at the peak (MiB)")
         axis.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0, -0.16))  # below: the points stay visible
         axis.grid(alpha=0.3)
-    figure.set_size_inches(14, 9)
-    return _finish(figure, run, "growth with batch and depth: a line where one fits, else the steps beyond its slope "
-                   "(dotted: checkpointing every sqrt(N) layers)",
+    figure.set_size_inches(max(7 * len(swept), 12), 9 if swept else 2.4)
+    return _finish(figure, run, "growth with batch and depth: a line only where it fits (dotted: checkpointing)",
                    frameworks, path)
 
 
