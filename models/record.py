@@ -21,8 +21,7 @@ _NUMBERS = re.compile(r"\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]")
 def to_json(data: object) -> str:
     """Indented JSON with each list of plain numbers on one line: a timeline's points stay one per line, and a run
     file holding one per scenario stays small."""
-    return _NUMBERS.sub(lambda match: "[" + ", ".join(match.group(1).split()).replace(",,", ",") + "]",
-                        json.dumps(data, indent=1))
+    return _NUMBERS.sub(lambda match: "[" + " ".join(match.group(1).split()) + "]", json.dumps(data, indent=1))
 
 
 def atomic_write_json(path: str | Path, data: object) -> None:

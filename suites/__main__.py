@@ -142,16 +142,18 @@ def _bench(args: argparse.Namespace) -> int:
                      args.jobs, args.address, args.batches)
 
 
+def _run_file(path: str) -> dict:
+    """A run file given on the command line; one line (exit 2) where it is not one."""
+    try:
+        return runfile.load(Path(path))
+    except (OSError, ValueError, KeyError) as error:
+        raise SpecError(f"{path}: not a run file ({error})") from None
+
+
 def _compare(args: argparse.Namespace) -> int:
     from suites import compare
-    from suites.run.runfile import load
 
-    runs = []
-    for path in (args.base, args.new, *([args.repeat] if args.repeat else [])):
-        try:
-            runs.append(load(Path(path)))
-        except (OSError, ValueError, KeyError) as error:
-            raise SpecError(f"{path}: not a run file ({error})") from None
+    runs = [_run_file(path) for path in (args.base, args.new, *([args.repeat] if args.repeat else []))]
     if not 0 <= args.threshold < math.inf:
         raise SpecError(f"--threshold must be a percentage of zero or more, got {args.threshold:g}")
     for difference in compare.differences(*runs[:2]):
@@ -166,12 +168,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _constants(args: argparse.Namespace) -> int:
     from suites import constants
-    from suites.run.runfile import load
 
-    try:
-        run = load(Path(args.run_file))
-    except (OSError, ValueError, KeyError) as error:
-        raise SpecError(f"{args.run_file}: not a run file ({error})") from None
+    run = _run_file(args.run_file)
     target = constants.path(run["device"])
     runfile.writable(target)
     taken = constants.from_run(run, target)

@@ -169,18 +169,13 @@ def _fit(points: list[tuple[int, int]]) -> tuple[float, float, float, float, int
     offset, _, _ = _linear([x**best for x in xs], ys)
     intercept, slope, _ = _linear(xs, ys)
     residual = max(abs(y - intercept - slope * x) for x, y in points)
-    on_line = all(abs(y - intercept - slope * x) <= max(LINE_TOLERANCE * y, LINE_FLOOR_BYTES) for x, y in points)
-    steps = () if on_line else tuple(
-        (x1, x2, round(y2 - y1 - slope * (x2 - x1))) for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False)
-        if y2 - y1 - slope * (x2 - x1) > max(LINE_TOLERANCE * y2, LINE_FLOOR_BYTES))
-    return best, slope, offset, intercept, round(residual), steps or (() if on_line else _largest_rise(points, slope))
-
-
-def _largest_rise(points: list[tuple[int, int]], slope: float) -> tuple[tuple[int, int, int], ...]:
-    """Off the line with no single rise past the tolerance: the largest rise beyond the slope is named instead."""
-    rises = [(x1, x2, round(y2 - y1 - slope * (x2 - x1))) for (x1, y1), (x2, y2) in zip(points, points[1:],
-                                                                                          strict=False)]
-    return (max(rises, key=lambda rise: rise[2]),)
+    if all(abs(y - intercept - slope * x) <= max(LINE_TOLERANCE * y, LINE_FLOOR_BYTES) for x, y in points):
+        return best, slope, offset, intercept, round(residual), ()
+    rises = [((x1, x2, round(y2 - y1 - slope * (x2 - x1))), y2)
+             for (x1, y1), (x2, y2) in zip(points, points[1:], strict=False)]
+    steps = tuple(rise for rise, top in rises if rise[2] > max(LINE_TOLERANCE * top, LINE_FLOOR_BYTES))
+    # off the line with no single rise past the tolerance: the largest rise beyond the slope is named instead
+    return best, slope, offset, intercept, round(residual), steps or (max((r for r, _ in rises), key=lambda r: r[2]),)
 
 
 def sweep_fits(run: dict, axis: str) -> list[Fit]:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import psutil
 
@@ -58,6 +60,18 @@ class NvmlSource:
         self.nvml.nvmlShutdown()
 
 
+@contextmanager
+def _driver() -> Iterator[ModuleType]:
+    """NVML, initialized for the block and shut down after it."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def visible_gpu_index() -> int:
     """NVML counts every GPU; the worker uses the first one CUDA_VISIBLE_DEVICES leaves it: an index (NVML's order
     is the PCI bus order, so CUDA_DEVICE_ORDER=PCI_BUS_ID makes the two agree) or a UUID, as the executors pin."""
@@ -66,25 +80,15 @@ def visible_gpu_index() -> int:
         return int(first)
     if not first.startswith("GPU-"):
         return 0
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        return pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(first))
-    finally:
-        pynvml.nvmlShutdown()
+    with _driver() as driver:
+        return driver.nvmlDeviceGetIndex(driver.nvmlDeviceGetHandleByUUID(first))
 
 
 def uuid_of(index: int) -> str:
     """The GPU's UUID, which names it the same way whatever CUDA_VISIBLE_DEVICES says."""
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        uuid = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index))
-        return uuid.decode() if isinstance(uuid, bytes) else uuid
-    finally:
-        pynvml.nvmlShutdown()
+    with _driver() as driver:
+        uuid = driver.nvmlDeviceGetUUID(driver.nvmlDeviceGetHandleByIndex(index))
+    return uuid.decode() if isinstance(uuid, bytes) else uuid
 
 
 def process_tree(root: int) -> frozenset[int]:
@@ -154,6 +158,9 @@ def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_
     tree = frozenset().union(*(sample.tree for sample in samples))
     seen = {pid for sample in samples for pid in sample.processes}
     visible = bool(seen & tree)
+    # per sample, the worker's tree's bytes (the device's where NVML does not show the worker's PIDs)
+    own = [sum(used for pid, used in s.processes.items() if pid in tree) if visible else s.device_used
+           for s in samples]
     others_at_start = {pid: used for pid, used in baseline.processes.items() if pid not in tree}
     newcomers = sorted(seen - tree - others_at_start.keys())
     warnings = []
@@ -167,25 +174,23 @@ def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_
                         + (f"; PIDs {newcomers} appeared during the run, likely the worker seen from the host"
                            if newcomers else ""))
     for phase in phases:
-        inside = [s for s in samples if phase["started_at"] <= s.time <= phase["ended_at"]]
+        inside = [i for i, s in enumerate(samples) if phase["started_at"] <= s.time <= phase["ended_at"]]
         if not inside:
             phase["nvml"] = {"samples": 0, "note": "no sample inside the phase: it was shorter than the interval"}
             continue
         figures: dict[str, object] = {"samples": len(inside)}
-        figures["device_peak"] = counter(max(s.device_used for s in inside), SAMPLED_PEAK)
-        figures["device_end"] = counter(inside[-1].device_used, AT_PHASE_END)
+        figures["device_peak"] = counter(max(samples[i].device_used for i in inside), SAMPLED_PEAK)
+        figures["device_end"] = counter(samples[inside[-1]].device_used, AT_PHASE_END)
         if visible:
-            own = [sum(used for pid, used in s.processes.items() if pid in tree) for s in inside]
-            figures["process_peak"] = counter(max(own), SAMPLED_PEAK)
-            figures["process_end"] = counter(own[-1], AT_PHASE_END)
+            figures["process_peak"] = counter(max(own[i] for i in inside), SAMPLED_PEAK)
+            figures["process_end"] = counter(own[inside[-1]], AT_PHASE_END)
             # the worker's tree on the GPU in the phase (compile workers with a CUDA context count too)
-            figures["processes_counted"] = len({pid for s in inside for pid in s.processes if pid in tree})
+            figures["processes_counted"] = len({pid for i in inside for pid in samples[i].processes if pid in tree})
         phase["nvml"] = figures
     span = samples[-1].time - samples[0].time if len(samples) > 1 else 0.0
-    timeline = Timeline()  # the worker's tree's bytes (the device's where its PIDs are not visible) and the device's
-    for sample in samples:
-        own = sum(used for pid, used in sample.processes.items() if pid in tree) if visible else sample.device_used
-        timeline.add(sample.time, own, sample.device_used)
+    timeline = Timeline()
+    for sample, mine in zip(samples, own, strict=True):
+        timeline.add(sample.time, mine, sample.device_used)
     return {
         "view": "process" if visible else "device (worker PID not visible to NVML)",
         "samples": len(samples),

@@ -110,13 +110,18 @@ def _outcome(record: dict, returncode: int, timed_out: bool, output_tail: str, t
     return "crashed", f"exit status {returncode} without a result: {last}"
 
 
+def _kill_group(process: subprocess.Popen) -> None:
+    """Kills the worker with its whole process group (helpers a framework started too), if it is still there."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
 def stop_running() -> None:
-    """Kills every worker this process's threads are waiting on, with its process group: an executor running
-    several at once stops them this way (the thread waiting on one sees a kill and returns)."""
+    """Kills every worker this process's threads are waiting on: an executor running several at once stops them
+    this way (the thread waiting on one sees a kill and returns)."""
     with _RUNNING_LOCK:
         for process in _RUNNING:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process)
 
 
 def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None) -> dict:
@@ -149,13 +154,14 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
             try:
                 returncode, timed_out = process.wait(timeout), False
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)  # the whole group: helpers a framework started too
+                _kill_group(process)
                 returncode, timed_out = process.wait(), True
             except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
-                os.killpg(process.pid, signal.SIGKILL)
+                _kill_group(process)
                 process.wait()
-                if sampler:
+                if sampler and source:
                     sampler.stop()
+                    source.close()
                 raise
             finally:
                 with _RUNNING_LOCK:
@@ -166,11 +172,9 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
         record["nvml"]["gpu"] = source.describe()
         record["isolation"] = nvml.isolation(baseline, str(record["nvml"]["gpu"]["uuid"]))
-        if not record["isolation"]["passed"]:
-            print(f"footprint: warning: {scenario.label}: not isolated: {'; '.join(record['isolation']['reasons'])}",
-                  file=sys.stderr)
         source.close()
-        for warning in record["nvml"]["warnings"]:
+        for warning in record["nvml"]["warnings"] + [f"not isolated: {reason}"
+                                                     for reason in record["isolation"]["reasons"]]:
             print(f"footprint: warning: {scenario.label}: {warning}", file=sys.stderr)
     else:
         record["nvml"] = {"available": False, "reason": no_source}
