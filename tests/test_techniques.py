@@ -79,11 +79,13 @@ def test_bad_budget_and_accumulate_batch_are_one_line_errors() -> None:
 
 
 def test_fit_answer_passes_and_the_next_batch_fails() -> None:
+    """The budget is set from this machine's own batch-1 peak: its libraries set the fixed part (241 MiB here)."""
     scenario = Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu")
-    result = fit.find(scenario, 300 * 2**20, run_scenario)
+    budget = int(fit.process_peak(run_scenario(scenario)) * 1.15)  # room for a few samples and for VmHWM's jitter
+    result = fit.find(scenario, budget, run_scenario)
     probes = {probe["batch"]: probe for probe in result["probes"]}
     largest = result["largest_batch"]
-    assert largest and probes[largest]["fits"] and probes[largest]["peak_bytes"] <= 300 * 2**20
+    assert largest and probes[largest]["fits"] and probes[largest]["peak_bytes"] <= budget, result["probes"]
     assert not probes[largest + 1]["fits"] and result["first_failing_batch"] == largest + 1
 
 
