@@ -129,13 +129,17 @@ def saved_activation_bytes(owned: list[torch.Tensor], run: Callable[[], object])
 
 
 def dynamo_graphs() -> dict[str, float]:
-    """How many graphs Dynamo has compiled in this process so far (a recompilation adds one), and the seconds
-    compiling took so far (Dynamo's own clock): a phase's share is the difference from the phase before."""
+    """How many graphs Dynamo has compiled in this process so far (a recompilation adds one), the seconds
+    compiling took so far (Dynamo's own clock; a phase's share is the difference from the phase before), and how
+    many graphs came from a compile cache (Inductor's and AOTAutograd's): 0 where compiling was cold."""
     import torch._dynamo.utils
 
-    return {"graphs_compiled": int(torch._dynamo.utils.counters["stats"]["unique_graphs"]),
+    counters = torch._dynamo.utils.counters
+    return {"graphs_compiled": int(counters["stats"]["unique_graphs"]),
             "compile_seconds_so_far": round(torch._dynamo.utils.calculate_time_spent().get("total_wall_time", 0.0),
-                                            3)}
+                                            3),
+            "compile_cache_hits_so_far": int(counters["inductor"]["fxgraph_cache_hit"]
+                                             + counters["aot_autograd"]["autograd_cache_hit"])}
 
 
 class TorchAdapter(Adapter):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from models import executions
@@ -30,6 +32,18 @@ def test_torch_compile_trains_and_infers_with_its_graphs_counted() -> None:
     assert compiled["framework_estimate"]["mem_tracker"]["execution"] == "eager"
     first = (phase(compiled, "train_step_1")["notes"]["loss"], phase(eager, "train_step_1")["notes"]["loss"])
     assert first[0] == pytest.approx(first[1], rel=1e-4)
+
+
+def test_every_torch_compile_is_cold_even_after_the_same_scenario_ran() -> None:
+    """A second run would otherwise load the first one's kernels from Inductor's cache and measure the cache."""
+    scenario = Scenario.create("torch", "probe", kind="infer", device="cpu", execution="compile")
+    runs = [run_scenario(scenario) for _ in range(2)]
+    for record in runs:
+        assert record["status"] == "ok", record["failure"]
+        notes = phase(record, "compile")["notes"]
+        assert notes["graphs_compiled"] >= 1 and notes["compile_cache_hits_so_far"] == 0
+    folders = [record["run"]["env_set"]["TORCHINDUCTOR_CACHE_DIR"] for record in runs]
+    assert folders[0] != folders[1] and not any(Path(folder).exists() for folder in folders)
 
 
 @pytest.mark.parametrize(("framework", "execution", "jit_compile"), [

@@ -48,6 +48,12 @@ def worker_environment(scenario: Scenario | None = None) -> dict[str, str]:
     return inherited | set_variables(scenario)
 
 
+def cold_compile_caches(folder: Path) -> dict[str, str]:
+    """Empty compile caches in the scenario's own folder: torch.compile (Inductor, AOTAutograd, Triton on a GPU)
+    would otherwise load what an earlier run compiled, and its phases would measure a cache, not compiling."""
+    return {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"), "TRITON_CACHE_DIR": str(folder / "triton")}
+
+
 def _nvml_source(scenario: Scenario) -> tuple[nvml.NvmlSource | None, str]:
     """The driver for a GPU run, or why there is none."""
     if scenario.device != "cuda":
@@ -143,10 +149,12 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         out, log = Path(tmp) / "record.json", Path(tmp) / "output.txt"
         command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
         command += ["--fault", fault] if fault else []
+        caches = cold_compile_caches(Path(tmp))
         start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
         with log.open("wb") as output:
-            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario), stdin=subprocess.DEVNULL,
-                                       stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario) | caches,
+                                       stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
             with _RUNNING_LOCK:
                 _RUNNING.add(process)
             if sampler:
@@ -195,7 +203,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
         "orchestrator_python": sys.version.split()[0],
-        "env_set": set_variables(scenario),
+        "env_set": set_variables(scenario) | caches,
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }
