@@ -159,8 +159,8 @@ class JaxAdapter(Adapter):
         return [array[i * size:(i + 1) * size] for i in range(self._micro_batches)]
 
     def build(self) -> None:
-        # a key per layer by fold_in, one compiled op: iterating a split key array compiled an executable per
-        # element, about 0.4 MiB of host memory per layer that no JAX model of a user's would hold
+        # a key per layer by fold_in, one compiled op: iterating a split key array compiles a slice per element,
+        # about 0.4 MiB of host memory per layer that would be the suite's key handling, not the net
         root = jax.random.key(0)
         self.params, self.state = [], []
         for step in self.spec.walk():

@@ -13,17 +13,18 @@ COUNT_BUILD_COMPILES = """
 import json, sys
 from frameworks.jax_adapter import JaxAdapter
 from models.scenario import Scenario
-counts = {}
+compiles, counts = [], {}
 for model in sys.argv[1:]:
     adapter = JaxAdapter(Scenario.create("jax", model, kind="train", device="cpu"))
     adapter.import_framework()
     adapter.init_device()
-    import jax
-    compiles = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, seconds, **_: compiles.append(event) if event.endswith("backend_compile_duration") else None)
+    if not counts:  # one listener for the process, once JAX is imported
+        import jax
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda event, seconds, **_: compiles.append(event) if event.endswith("backend_compile_duration") else None)
+    before = len(compiles)
     adapter.build()
-    counts[model] = len(compiles)
+    counts[model] = len(compiles) - before
 print(json.dumps(counts))
 """
 
