@@ -8,6 +8,8 @@ from the first phase on, so only the second figure compares frameworks' models.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from models import allocators
 from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN
 from models.record import phase as named_phase
@@ -18,6 +20,20 @@ ALLOCATOR_PEAKS = ("reserved_peak", "allocator_peak", "peak_bytes_in_phase", "pe
 # The bytes handed to tensors at most (torch's reserved peak also counts its cache).
 ALLOCATED_PEAKS = ("allocated_peak", "allocator_peak", "peak_bytes_in_phase", "peak_bytes_in_use")
 MIB = 2**20
+
+
+def mib(value: int | None) -> str:
+    """Bytes as MiB for tables and lines: whole MiB from 100 up, one decimal below, '-' for no figure."""
+    if value is None:
+        return "-"
+    return f"{value / MIB:,.0f}" if value / MIB >= 100 else f"{value / MIB:.1f}"
+
+
+def highest(record: dict, figure: Callable[[str], int | None]) -> tuple[int, str] | None:
+    """The largest of a per-phase figure over the record's phases, with its phase; None where no phase has it."""
+    found = [(value, measured["name"]) for measured in record.get("phases", [])
+             if (value := figure(measured["name"])) is not None]
+    return max(found) if found else None
 
 
 def driver_peak(phase: dict, device: str) -> tuple[int | None, str]:

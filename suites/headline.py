@@ -5,15 +5,10 @@ the breakdowns (never written by hand).
 
 from __future__ import annotations
 
+from models.record import phase
 from suites import plots
 from suites.constants import PROBES
-from suites.figures import driver_peak, need
-
-MIB = 2**20
-
-
-def _mib(value: int | None) -> str:
-    return "-" if value is None else f"{value / MIB:,.0f}"
+from suites.figures import MIB, driver_peak, highest, mib, need
 
 
 def _peak(record: dict) -> tuple[str | None, int | None]:
@@ -23,22 +18,20 @@ def _peak(record: dict) -> tuple[str | None, int | None]:
     if parts:
         name = max(parts, key=lambda n: sum(p["bytes"] for p in parts[n].values()))
         return name, sum(p["bytes"] for p in parts[name].values())
-    held = [(driver_peak(p, record["scenario"]["device"])[0], p["name"]) for p in record.get("phases", [])]
-    held = [(value, name) for value, name in held if value is not None]
-    return (max(held)[1], max(held)[0]) if held else (None, None)
+    held = highest(record, lambda name: driver_peak(phase(record, name), record["scenario"]["device"])[0])
+    return (held[1], held[0]) if held else (None, None)
 
 
 def _row(record: dict) -> str:
     name, holds = _peak(record)
-    needs = [need(record, p["name"])[0] for p in record.get("phases", [])]
-    needs = [value for value in needs if value is not None]
+    needs = highest(record, lambda phase_name: need(record, phase_name)[0])
     floor = record.get("floor", {})
     error = record.get("comparison", {}).get(name, {}).get("driver", {}).get("relative_error") if name else None
     status = record["status"] + (f" in {record['failure']['phase']}" if (record.get("failure") or {}).get("phase")
                                  else "")
     ratio = f"{holds / floor['bytes']:,.1f}x" if holds and floor.get("bytes") else "-"
-    return (f"| {plots.variant(record)} | {_mib(holds)} ({name or '-'}) | {_mib(max(needs) if needs else None)} | "
-            f"{_mib(floor.get('bytes'))} | {ratio} | {'-' if error is None else f'{error:+.0%}'} | {status} |")
+    return (f"| {plots.variant(record)} | {mib(holds)} ({name or '-'}) | {mib(needs[0] if needs else None)} | "
+            f"{mib(floor.get('bytes'))} | {ratio} | {'-' if error is None else f'{error:+.0%}'} | {status} |")
 
 
 def _driver(records: list[dict]) -> str | None:

@@ -7,13 +7,7 @@ from __future__ import annotations
 
 from models.record import phase
 from models.scenario import Scenario
-from suites.figures import driver_peak, need
-
-MIB = 2**20
-
-
-def _mib(value: int | None) -> str:
-    return "-" if value is None else f"{value / MIB:,.1f}"
+from suites.figures import driver_peak, highest, mib, need
 
 
 def _error(record: dict, name: str) -> str:
@@ -35,7 +29,7 @@ def phase_table(record: dict) -> str:
             lines.append(f"{name:<14}{'not reached':>12}")
             continue
         holds = driver_peak(measured, scenario.device)[0]
-        lines.append(f"{name:<14}{_mib(holds):>12}{_mib(need(record, name)[0]):>12}{_error(record, name):>16}"
+        lines.append(f"{name:<14}{mib(holds):>12}{mib(need(record, name)[0]):>12}{_error(record, name):>16}"
                      f"{measured['seconds']:>10.2f}")
     lines.append("holds: " + ("NVML's figure for the worker's processes" if scenario.device == "cuda"
                               else "host RSS of the worker (VmHWM, its processes added)")
@@ -54,10 +48,9 @@ def one_line(record: dict) -> str:
         text += f" in {record['failure']['phase']}"
     for what, figure in (("holds", lambda name: driver_peak(phase(record, name), record["scenario"]["device"])[0]),
                          ("needs", lambda name: need(record, name)[0])):
-        peaks = [(figure(p["name"]), p["name"]) for p in record["phases"] if figure(p["name"]) is not None]
-        if peaks:
-            peak, name = max(peaks)
-            text += f"  {what} {peak / 2**30:.2f} GiB ({name})"
+        peak = highest(record, figure)
+        if peak:
+            text += f"  {what} {peak[0] / 2**30:.2f} GiB ({peak[1]})"
     return f"{text}  {record['run']['wall_seconds']:.1f} s"
 
 

@@ -9,13 +9,8 @@ from models.record import STATIC_PLAN, phase
 from models.scenario import PHASES, Scenario
 from suites import accounting, analysis, errors, fit, headline, known, plots
 from suites.constants import PROBES
-from suites.figures import driver_peak, need
+from suites.figures import driver_peak, mib, need
 from suites.run import runfile
-
-
-def _mib(value: int) -> str:
-    mib = value / 2**20
-    return f"{mib:,.0f}" if mib >= 100 else f"{mib:.1f}"
 
 
 def _share(value: float | None) -> str:
@@ -108,12 +103,12 @@ def _holds_needs(record: dict, name: str) -> str:
         return "-"
     holds = driver_peak(measured, record["scenario"]["device"])[0]
     needed, label = need(record, name)
-    return (f"{'-' if holds is None else _mib(holds)} / {'-' if needed is None else _mib(needed)}"
+    return (f"{mib(holds)} / {mib(needed)}"
             f"{' p' if label == STATIC_PLAN else ''} ({measured['seconds']:.2f} s)")
 
 
 def _signed(value: int | None) -> str:
-    return "-" if value is None else ("+" if value >= 0 else "-") + _mib(abs(value))
+    return "-" if value is None else ("+" if value >= 0 else "-") + mib(abs(value))
 
 
 def _keras_section(run: dict) -> list[str]:
@@ -157,7 +152,7 @@ def _execution_section(run: dict) -> list[str]:
             if mode.status != "ok":
                 lines.append(f"| {mode.framework} | {label} | {mode.status} |" + " |" * len(names))
                 continue
-            cells = [f"{_mib(mode.peaks[name])} ({mode.seconds[name]:.1f} s)" if mode.peaks.get(name) else "-"
+            cells = [f"{mib(mode.peaks[name])} ({mode.seconds[name]:.1f} s)" if mode.peaks.get(name) else "-"
                      for name in names]
             lines.append(f"| {mode.framework} | {label} | " + " | ".join(cells)
                          + f" | {_signed(mode.steady_versus_default)} |")
@@ -182,8 +177,8 @@ def _savings_section(run: dict) -> list[str]:
             lines.append(f"| {technique} | {saving.model} | {saving.framework} | not available: "
                          f"{saving.unavailable} | | | |")
             continue
-        lines.append(f"| {technique} | {saving.model} | {saving.framework} | {_mib(saving.measured)} | "
-                     f"{_share(saving.measured_share)} | {_mib(saving.predicted)} | "
+        lines.append(f"| {technique} | {saving.model} | {saving.framework} | {mib(saving.measured)} | "
+                     f"{_share(saving.measured_share)} | {mib(saving.predicted)} | "
                      + (f"{saving.time_ratio:.2f}x |" if saving.time_ratio else "- |"))
     notes = [f"[{number}] Not the same arithmetic: {caveat}." for number, caveat in enumerate(caveats, start=1)]
     return lines + (["", *notes] if notes else [])
@@ -216,12 +211,12 @@ def _sweeps_section(run: dict) -> list[str]:
                          "| sweep | model | framework | technique | exponent k | offset c | straight line | "
                          "points (x: MiB) |", "|---|---|---|---|---:|---:|---|---|"]
             unit = "example" if axis == "batch" else "layer"
-            line = (f"{growth.slope / 2**20:.2f} MiB per {unit}, within {_mib(growth.residual)} MiB" if growth.linear
-                    else f"does not fit (off by up to {_mib(growth.residual)} MiB); "
-                    + ", ".join(f"{a} to {b}: +{_mib(excess)} MiB beyond the slope" for a, b, excess in growth.steps))
+            line = (f"{growth.slope / 2**20:.2f} MiB per {unit}, within {mib(growth.residual)} MiB" if growth.linear
+                    else f"does not fit (off by up to {mib(growth.residual)} MiB); "
+                    + ", ".join(f"{a} to {b}: +{mib(excess)} MiB beyond the slope" for a, b, excess in growth.steps))
             lines.append(f"| {axis} | {growth.model} | {growth.framework} | {growth.technique} ({growth.view}) | "
-                         f"{growth.exponent:.2f} | {_mib(growth.offset)} | {line} | "
-                         + ", ".join(f"{x}: {_mib(y)}" for x, y in growth.points) + " |")
+                         f"{growth.exponent:.2f} | {mib(growth.offset)} | {line} | "
+                         + ", ".join(f"{x}: {mib(y)}" for x, y in growth.points) + " |")
     return lines
 
 
@@ -238,9 +233,9 @@ def _phase_rows(records: list[dict], kind: str, label: str, cell: Callable[[dict
 def _estimate_cell(record: dict, name: str) -> str:
     """Each view's estimate against its measurement, and the framework's own estimate where it has one."""
     views = record.get("comparison", {}).get(name, {})
-    parts = [f"{view}: {_mib(figures['estimate'])} vs {_mib(figures['measured'])} "
+    parts = [f"{view}: {mib(figures['estimate'])} vs {mib(figures['measured'])} "
              f"({_share(figures['relative_error'])})"
-             + (f"; own {_mib(figures['framework_estimate'])} ({_share(figures['framework_relative_error'])})"
+             + (f"; own {mib(figures['framework_estimate'])} ({_share(figures['framework_relative_error'])})"
                 if "framework_estimate" in figures else "")
              for view, figures in views.items() if "estimate" in figures]
     return "<br>".join(parts) or "-"
@@ -263,7 +258,7 @@ def _floor_cell(floor: dict) -> str:
     text = f"holds {floor['ratio']:,.2f}x ({floor.get('ratio_over_context', 0):,.2f}x over the context)"
     if "need_ratio" in floor:
         text += f", needs {floor['need_ratio']:,.2f}x"
-    return f"{text}; floor {_mib(floor['bytes'])}"
+    return f"{text}; floor {mib(floor['bytes'])}"
 
 
 def _breakdown_cell(record: dict) -> str:
@@ -273,7 +268,7 @@ def _breakdown_cell(record: dict) -> str:
         return "-"
     name = plots.peak_phase(record)
     mark = {"measured": "m", "derived": "d"}
-    return f"{name}: " + ", ".join(f"{category} {_mib(part['bytes'])} {mark.get(part['basis'], 'p')}"
+    return f"{name}: " + ", ".join(f"{category} {mib(part['bytes'])} {mark.get(part['basis'], 'p')}"
                                    for category, part in parts[name].items() if part["bytes"])
 
 
@@ -300,8 +295,8 @@ def _host_cell(record: dict, name: str) -> str:
     host = (phase(record, name) or {}).get("host", {})
     if "sampled_peak_rss_anon" not in host:
         return "-"
-    return (f"anonymous {_mib(host['sampled_peak_rss_anon']['bytes'])} (sampled peak); "
-            f"file-backed {_mib(host['end_rss_file_bytes'])} (at the end)")
+    return (f"anonymous {mib(host['sampled_peak_rss_anon']['bytes'])} (sampled peak); "
+            f"file-backed {mib(host['end_rss_file_bytes'])} (at the end)")
 
 
 def _host_rows(records: list[dict], kind: str) -> list[str]:
@@ -311,7 +306,7 @@ def _host_rows(records: list[dict], kind: str) -> list[str]:
 
 def _allocator_cell(record: dict, name: str) -> str:
     measured = phase(record, name) or {"allocator": {}}
-    return ", ".join(f"{counter} {_mib(figure['bytes'])} ({figure['semantics']})"
+    return ", ".join(f"{counter} {mib(figure['bytes'])} ({figure['semantics']})"
                      for counter, figure in measured["allocator"].items()) or "-"
 
 
@@ -329,7 +324,7 @@ def _nvml_rows(records: list[dict], kind: str) -> list[str]:
         cells = []
         for record in records:
             sampled = (phase(record, name) or {}).get("nvml", {})
-            figures = [f"{key} {_mib(sampled[key]['bytes'])}"
+            figures = [f"{key} {mib(sampled[key]['bytes'])}"
                        for key in ("process_peak", "device_peak") if key in sampled]
             cells.append(", ".join(figures) or sampled.get("note", "-"))
         rows.append(f"| {name}: NVML | " + " | ".join(cells) + " |")

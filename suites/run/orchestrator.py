@@ -37,21 +37,19 @@ _RUNNING_LOCK = threading.Lock()
 WORKER_SETTINGS = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def set_variables(scenario: Scenario | None = None) -> dict[str, str]:
-    """What the suite sets on purpose: our settings and the scenario's allocator variables."""
-    return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {})
+def set_variables(scenario: Scenario | None = None, folder: Path | None = None) -> dict[str, str]:
+    """What the suite sets on purpose: our settings, the scenario's allocator variables and, given the scenario's
+    own `folder`, empty compile caches there: torch.compile (Inductor, AOTAutograd, Triton on a GPU) would
+    otherwise load what an earlier run compiled, and its phases would measure a cache, not compiling."""
+    caches = ({"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"), "TRITON_CACHE_DIR": str(folder / "triton")}
+              if folder else {})
+    return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {}) | caches
 
 
-def worker_environment(scenario: Scenario | None = None) -> dict[str, str]:
+def worker_environment(scenario: Scenario | None = None, folder: Path | None = None) -> dict[str, str]:
     """The allowlist plus `set_variables`: the worker's whole environment, fixed before any import."""
     inherited = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-    return inherited | set_variables(scenario)
-
-
-def cold_compile_caches(folder: Path) -> dict[str, str]:
-    """Empty compile caches in the scenario's own folder: torch.compile (Inductor, AOTAutograd, Triton on a GPU)
-    would otherwise load what an earlier run compiled, and its phases would measure a cache, not compiling."""
-    return {"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"), "TRITON_CACHE_DIR": str(folder / "triton")}
+    return inherited | set_variables(scenario, folder)
 
 
 def _nvml_source(scenario: Scenario) -> tuple[nvml.NvmlSource | None, str]:
@@ -149,10 +147,9 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         out, log = Path(tmp) / "record.json", Path(tmp) / "output.txt"
         command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
         command += ["--fault", fault] if fault else []
-        caches = cold_compile_caches(Path(tmp))
         start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
         with log.open("wb") as output:
-            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario) | caches,
+            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, Path(tmp)),
                                        stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                                        start_new_session=True)
             with _RUNNING_LOCK:
@@ -203,7 +200,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
         "orchestrator_python": sys.version.split()[0],
-        "env_set": set_variables(scenario) | caches,
+        "env_set": set_variables(scenario, Path(tmp)),
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }
