@@ -23,6 +23,7 @@ class Mode:
     example: str = ""  # the value the allocators suite runs it with
     preallocates: bool = False  # maps a pool when the device starts: the driver then sees the pool, not the model
     counted: bool = True  # the allocator's statistics count memory in this mode (torch's stay at zero without caching)
+    pool_off: bool = False  # the mode that turns off the framework's default pool: what the process holds without it
 
 
 MODES: dict[str, dict[str, Mode]] = {
@@ -37,14 +38,16 @@ MODES: dict[str, dict[str, Mode]] = {
     },
     "tensorflow": {
         "default": Mode("maps nearly all GPU memory when the device starts", {}, preallocates=True),
-        "growth": Mode("allow_growth: maps memory as it is needed", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"}),
+        "growth": Mode("allow_growth: maps memory as it is needed", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+                       pool_off=True),
         "limit": Mode("a logical GPU with a memory limit of MB megabytes, mapped when the device starts", {}, "MB",
                       "4096", preallocates=True),
         "async": Mode("CUDA's stream-ordered allocator (cudaMallocAsync)", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
     },
     "jax": {
         "default": Mode("preallocates 75% of GPU memory when the backend starts", {}, preallocates=True),
-        "noprealloc": Mode("no preallocation: the pool grows as needed", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
+        "noprealloc": Mode("no preallocation: the pool grows as needed", {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"},
+                           pool_off=True),
         "fraction": Mode("preallocates fraction F of GPU memory",
                          {"XLA_PYTHON_CLIENT_MEM_FRACTION": "{value}"}, "F", "0.3", preallocates=True),
         "platform": Mode("no pool: cudaMalloc and cudaFree for every buffer",
@@ -88,6 +91,20 @@ def parse(framework: str, text: str) -> tuple[str, str]:
         if not 0 < fraction <= 1:
             raise SpecError(f"allocator mode {text!r} needs a fraction in (0, 1]; {valid}")
     return name, value
+
+
+def without_pool(framework: str) -> str | None:
+    """The mode that turns off a framework's default pool (JAX's noprealloc, TensorFlow's growth); None where its
+    default maps no pool."""
+    modes = _modes(framework)
+    if not modes["default"].preallocates:
+        return None
+    return next(name for name, mode in modes.items() if mode.pool_off)
+
+
+def is_without_pool(framework: str, text: str) -> bool:
+    """Whether a run's mode is its framework's default with the pool turned off."""
+    return _modes(framework)[parse(framework, text)[0]].pool_off
 
 
 def preallocates(framework: str, text: str, device: str) -> bool:

@@ -115,11 +115,13 @@ def breakdown(record: dict) -> dict[str, dict]:
             inside = held + (activations[0] if activations else 0)
             wanted.append(("workspace", need - inside, DERIVED,
                            f"the model's need ({need_label}) beyond its tensors and activations: temporaries"))
-            reserved = measured["allocator"].get("reserved_peak", {}).get("bytes")
-            if pool is not None:
-                wanted.append(("pool_unused", pool - need, DERIVED, "the preallocated pool beyond the model's need"))
-            elif reserved is not None:
-                wanted.append(("allocator_cache", reserved - need, MEASURED, "reserved peak minus allocated peak"))
+        used = figures.pool_used(record, measured["name"]) if pool is not None else None
+        reserved = measured["allocator"].get("reserved_peak", {}).get("bytes")
+        if used is not None:  # with no need in the phase, the allocator's peak so far: the pool is never residue
+            wanted.append(("pool_unused", pool - used, DERIVED, "the preallocated pool beyond what the model used "
+                           + ("(its need)" if need is not None else "(the allocator's peak so far)")))
+        elif need is not None and reserved is not None:
+            wanted.append(("allocator_cache", reserved - need, MEASURED, "reserved peak minus allocated peak"))
         parts, left = {}, driver
         for name, value, basis, source in wanted:
             taken = min(max(value, 0), left)

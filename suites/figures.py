@@ -100,6 +100,16 @@ def pool_size(record: dict) -> int | None:
     return int(megabytes) * MIB if mode == "limit" else None
 
 
+def pool_used(record: dict, name: str) -> int | None:
+    """What the model used of a preallocated pool in a phase: its need, or where the allocator cannot say for the
+    phase alone, its peak so far (an upper bound)."""
+    measured = named_phase(record, name)
+    if measured is None:
+        return None
+    found = need(record, name)[0]
+    return found if found is not None else allocated_peak(measured)[0]
+
+
 def context_alone(record: dict, device: str) -> int | None:
     """The context phase's driver figure without a preallocated pool: the CUDA context and the runtime."""
     base, pool = baseline(record, device), pool_size(record)

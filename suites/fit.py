@@ -71,7 +71,7 @@ def process_peak(record: dict) -> int | None:
     for measured in record.get("phases", []):
         held = figures.driver_peak(measured, resolved)[0]
         if held is not None and pool is not None and measured["name"] != "import":  # mapped in the context phase
-            used = figures.need(record, measured["name"])[0] or figures.allocated_peak(measured)[0]
+            used = figures.pool_used(record, measured["name"])
             held = held - pool + used if used is not None else None
         peaks.append(held)
     return None if None in peaks else max(peaks, default=None)

@@ -31,6 +31,7 @@ class Part:
     techniques: tuple[str, ...] = ("none",)
     batches: tuple[int, ...] = (0,)
     every_execution_mode: bool = False
+    without_pool: bool = False  # on a GPU, a pooling framework also with its pool off (what it holds without it)
 
 
 DOUBLING_BATCHES = tuple(2**power for power in range(9))  # 1 to 256
@@ -68,8 +69,11 @@ SUITES: dict[str, tuple[Part, ...]] = {
     # (resnet50 at batch 8, train and infer: batch norm, residuals, activations larger than the weights);
     # keras-small is measured across batches by the sweeps suite. Sized to finish within 8 minutes on the
     # 2-core CPU machine and near 5 on a GPU box with every framework (README: how long each suite takes).
-    "default": (Part(models=("keras200m",)), Part(models=("heatmap68",), kinds=("infer",)),
-                Part(models=("resnet50",))),
+    # On a GPU each pooling framework runs again with its pool off: what a framework takes by default (its pool),
+    # what it holds without the pool and what the model needs are three figures (the headline's columns).
+    "default": (Part(models=("keras200m",), without_pool=True),
+                Part(models=("heatmap68",), kinds=("infer",), without_pool=True),
+                Part(models=("resnet50",), without_pool=True)),
     "allocators": (
         Part(models=("keras200m", "heatmap68"), kinds=("train",), every_allocator_mode=True),
         # the context alone, with CUDA's lazy and eager module loading
@@ -148,8 +152,16 @@ def scenarios(name: str) -> list[Scenario]:
                      for framework in chosen_frameworks
                      for execution in (executions.examples(framework, resolved) if part.every_execution_mode
                                        else [executions.DEFAULT])
-                     for mode in (allocators.examples(framework) if part.every_allocator_mode else ["default"])
+                     for mode in _modes(part, framework, resolved)
                      for loading in part.module_loadings])
+
+
+def _modes(part: Part, framework: str, resolved: str) -> list[str]:
+    """The allocator modes a part runs a framework in: every mode, or the default (and, on a GPU, its pool off)."""
+    if part.every_allocator_mode:
+        return allocators.examples(framework)
+    pool_off = allocators.without_pool(framework) if part.without_pool and resolved == "cuda" else None
+    return ["default", *([pool_off] if pool_off else [])]
 
 
 def _once(found: list[Scenario]) -> list[Scenario]:
