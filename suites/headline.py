@@ -46,14 +46,16 @@ def _pool_off_key(record: dict) -> str:
 
 
 def rows(records: list[dict]) -> list[Row]:
-    """Each record a row, except a pool-off run whose default run is present: that one fills its default's row."""
+    """Each record a row, except a pool-off run whose default run is present: that one fills the row of each run of
+    its framework that maps a pool."""
     def is_pool_off(record: dict) -> bool:
         scenario = record["scenario"]
         return allocators.is_without_pool(scenario["framework"], scenario["allocator"])
 
     defaults = {_pool_off_key(r) for r in records if r["scenario"]["allocator"] == "default"}
     pool_off = {_pool_off_key(r): r for r in records if is_pool_off(r)}
-    return [Row(record, pool_off.get(_pool_off_key(record)) if record["scenario"]["allocator"] == "default" else None)
+    return [Row(record, pool_off.get(_pool_off_key(record)) if Scenario.from_dict(record["scenario"]).preallocates
+                else None)
             for record in records if not (is_pool_off(record) and _pool_off_key(record) in defaults)]
 
 
