@@ -10,6 +10,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
+from models import allocators
 from models.scenario import Scenario
 from models.spec import LayerShapes
 
@@ -31,13 +32,12 @@ class Adapter(ABC):
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.spec = scenario.spec
-        self.compiled_path: str | None = None  # set by the worker where the compile helper succeeded
-        self.helper_failure: str | None = None  # or why it did not
 
     @property
     def compiles_ahead(self) -> bool:
-        """Compile in a helper process before the measured phases and load the result in `compile`: for a framework
-        whose compile-time scratch (GPU autotuning) would set a peak counter that cannot be reset."""
+        """Compile in a helper process before the measured phases, into the framework's persistent compilation
+        cache, which the worker's own compiles then load from: for a framework whose compile-time scratch (XLA's
+        GPU autotuning) would land in a step's peak or set a peak counter that cannot be reset."""
         return False
 
     @property
@@ -60,13 +60,36 @@ class Adapter(ABC):
         """Variables the framework reads at import or device start; set before `import_framework`."""
         return {}
 
-    def helper_environment(self) -> dict[str, str]:
-        """What the compile helper changes in the worker's environment (it must not take the worker's pool)."""
+    def cache_environment(self, folder: str) -> dict[str, str]:
+        """Variables that point the framework's persistent compilation cache at `folder`: the helper writes it, the
+        worker reads it (set before the import, in both)."""
         return {}
 
-    def save_compiled(self, path: str) -> None:
-        """In the compile helper, after `compile`: writes what the worker's `compile` loads from `compiled_path`."""
-        raise NotImplementedError(f"{self.name} does not compile ahead")
+    def helper_environment(self) -> dict[str, str]:
+        """What the compile helper changes in the worker's environment: it grows its memory as needed beside the
+        worker's pool (the framework's pool-off mode: JAX's noprealloc, TensorFlow's growth), since a second
+        pool of 75 % of the card would not fit."""
+        scenario = self.scenario
+        pool_off = allocators.without_pool(scenario.framework)
+        if pool_off is None or scenario.device != "cuda":
+            return {}
+        return allocators.settings(scenario.framework, pool_off, scenario.cuda_module_loading, scenario.device)["env"]
+
+    def warm_up(self) -> None:
+        """In the compile helper, after `compile`: the steps the phases run, once each, so that whatever compiles at a
+        first call (Keras's step, a key split) is in the cache the worker reads."""
+        if self.scenario.kind == "train":
+            self.train_step()
+        self.infer()
+
+    def allocator_reading(self) -> tuple[int, int] | None:
+        """(bytes in use, peak bytes) of the device allocator now; None where it has no such figures (the CPU)."""
+        return None
+
+    def compile_counts(self) -> dict[str, int]:
+        """How many executables the framework compiled, and loaded from its cache, in this process so far; in every
+        phase's notes, so a phase that compiled shows it."""
+        return {}
 
     @abstractmethod
     def import_framework(self) -> dict[str, str]:

@@ -1,21 +1,21 @@
 """JAX with optax: a pure function over a list of per-layer parameters, jitted ahead of time.
 
 The train step (parameters and optimizer state donated, as in idiomatic JAX training) and the forward
-pass are lowered and compiled in a helper process before the phases, then loaded in `compile`. On a
-GPU, compiling autotunes GEMM and convolution algorithms with scratch buffers far larger than the
-step needs; JAX's peak counter cannot be reset, so scratch in the worker would hide every later
-phase's peak. The helper's own figures record that scratch, labelled as compile-time; XLA's static
-memory plan of each executable is in the record too.
+pass are lowered and compiled in `compile`. On a GPU a helper process compiles them first, into JAX's
+persistent compilation cache (frameworks.xla_compiles): compiling autotunes GEMM and convolution
+algorithms with scratch buffers far larger than the step needs, and JAX's peak counter cannot be reset,
+so scratch in the worker would hide every later phase's peak. The worker's `compile` then loads the
+executables from the cache, autotuned already. The helper's own figures record that scratch, labelled
+as compile-time; XLA's static memory plan of each executable is in the record too.
 """
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING
 
-from frameworks import graph
+from frameworks import graph, xla_compiles
 from frameworks.adapter import Adapter, init_bound
 from models import techniques
 from models.record import (
@@ -59,16 +59,16 @@ class JaxAdapter(Adapter):
     @property
     def compiles_ahead(self) -> bool:
         """A helper compiles first only where it guards something: on a GPU, autotuning's scratch would set the
-        allocator's peak counter, which cannot be reset. On the CPU there is no such counter, and op by op there
-        is nothing to compile."""
-        return self.scenario.device == "cuda" and self.scenario.execution_mode == "jit"
+        allocator's peak counter, which cannot be reset (or where the autotuner is faked, for the CPU's tests). On
+        the CPU nothing autotunes, and op by op there is nothing to compile."""
+        autotunes = self.scenario.device == "cuda" or xla_compiles.autotune_faked()
+        return autotunes and self.scenario.execution_mode == "jit"
 
     def environment(self) -> dict[str, str]:
         return {"JAX_PLATFORMS": self.scenario.device}
 
-    def helper_environment(self) -> dict[str, str]:
-        """The helper grows its pool as needed: a second 75 % pool beside the worker's would not fit."""
-        return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    def cache_environment(self, folder: str) -> dict[str, str]:
+        return xla_compiles.cache_environment(folder)
 
     def import_framework(self) -> dict[str, str]:
         global jax, optax, checkpoint_name
@@ -76,6 +76,7 @@ class JaxAdapter(Adapter):
         import optax
         from jax.ad_checkpoint import checkpoint_name
 
+        self.compiles = xla_compiles.Compiles()
         return {"jax": jax.__version__, "jaxlib": metadata.version("jaxlib"), "optax": optax.__version__}
 
     def init_device(self) -> str:
@@ -227,42 +228,15 @@ class JaxAdapter(Adapter):
         return executables
 
     def compile(self) -> dict[str, object]:
-        if self.scenario.kind == "train":
-            self.opt_state = self._optimizer().init(self.params)
+        if self.scenario.kind == "train":  # one compiled init: under a cap, one allocation that fails, not one per leaf
+            self.opt_state = jax.jit(self._optimizer().init)(self.params)
             jax.block_until_ready(self.opt_state)
-        if self.compiled_path:
-            from jax.experimental import serialize_executable
-
-            with open(self.compiled_path, "rb") as saved:
-                payload = pickle.load(saved)
-            executables = {name: serialize_executable.deserialize_and_load(*parts)
-                           for name, parts in payload["executables"].items()}
-            notes = {"what": "optimizer state created; the forward pass and train step loaded, as compiled and "
-                             "autotuned by the helper process before the phases",
-                     "compiled_in": "helper process", "helper_memory": payload["memory"]}
-        elif self.helper_failure:
-            raise RuntimeError(self.helper_failure)
-        else:  # the helper itself, a worker with nothing to guard (the CPU, op by op), the parity checks
-            before = self._stats()
-            executables = self._compile()
-            self.compile_memory = _compile_scratch(before, self._stats())
-            done = ("left to run op by op" if self.scenario.execution_mode == "eager"
-                    else "lowered and compiled ahead of time")
-            notes = {"what": f"optimizer state created; train step and forward {done}", "compiled_in": "this process"}
+        executables = self._compile()
         self.forward_compiled, self.step = executables["forward"], executables.get("train_step")
         if self.scenario.execution_mode == "eager":  # nothing compiled: no plan to read
-            return notes
+            return {"what": "optimizer state created; train step and forward left to run op by op"}
+        notes = {"what": "optimizer state created; train step and forward lowered and compiled ahead of time"}
         return notes | {"memory_analysis": {name: _plan(compiled) for name, compiled in executables.items()}}
-
-    def save_compiled(self, path: str) -> None:
-        from jax.experimental import serialize_executable
-
-        executables = {"forward": self.forward_compiled} | ({"train_step": self.step} if self.step else {})
-        payload = {"executables": {name: serialize_executable.serialize(compiled)
-                                   for name, compiled in executables.items()},
-                   "memory": self.compile_memory}
-        with open(path, "wb") as out:
-            pickle.dump(payload, out)
 
     def train_step(self) -> dict[str, float]:
         total = 0.0
@@ -294,6 +268,13 @@ class JaxAdapter(Adapter):
     def _stats(self) -> dict[str, int] | None:
         """The device allocator's statistics; None on the CPU, or before the device exists."""
         return self.device.memory_stats() if hasattr(self, "device") else None
+
+    def allocator_reading(self) -> tuple[int, int] | None:
+        stats = self._stats()
+        return (stats["bytes_in_use"], stats["peak_bytes_in_use"]) if stats else None
+
+    def compile_counts(self) -> dict[str, int]:
+        return self.compiles.so_far() if hasattr(self, "compiles") else {}
 
     def reset_peaks(self) -> None:
         """JAX cannot reset its peak: remember it, so a phase whose peak rose above it has a true in-phase peak."""
@@ -405,16 +386,6 @@ def _op_by_op(function: Callable) -> Callable:
             return function(*args)
 
     return run
-
-
-def _compile_scratch(before: dict | None, after: dict | None) -> dict[str, dict]:
-    """What compiling added above the arrays live before it (GPU autotuning's scratch); nothing on the CPU."""
-    if not before or not after:
-        return {}
-    scratch = max(0, after["peak_bytes_in_use"] - before["bytes_in_use"])
-    return {"compile_scratch": counter(scratch, PEAK_SINCE_PHASE_START if after["peak_bytes_in_use"] >
-                                       before["peak_bytes_in_use"] else PEAK_AT_MOST),
-            "peak_bytes_in_use": counter(after["peak_bytes_in_use"], PEAK_SINCE_PROCESS_START)}
 
 
 def _plan(compiled: jax.stages.Compiled) -> dict[str, dict]:

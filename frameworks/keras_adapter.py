@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Protocol
 
+from frameworks import xla_compiles
 from frameworks.adapter import Adapter, init_bound
 from frameworks.jax_adapter import JaxAdapter
 from frameworks.torch_adapter import TorchAdapter, dynamo_graphs, saved_activation_bytes
@@ -135,6 +137,30 @@ class KerasAdapter(Adapter):
     def environment(self) -> dict[str, str]:
         hidden = {"CUDA_VISIBLE_DEVICES": ""} if self.scenario.device == "cpu" else {}  # or a backend takes a GPU
         return {"KERAS_BACKEND": self.backend} | self.runtime.environment() | hidden
+
+    @property
+    def compiles_ahead(self) -> bool:
+        """Where Keras compiles with XLA on a GPU (on JAX always; on TensorFlow with jit_compile, which "auto"
+        turns on there), its first step would autotune inside the measured phase: a helper runs the steps first,
+        into the backend's persistent cache (or where the autotuner is faked, for the CPU's tests)."""
+        if self.scenario.execution_mode == "no-jit" or self.backend == "torch":
+            return False
+        return self.scenario.device == "cuda" or (self.backend == "jax" and xla_compiles.autotune_faked())
+
+    def cache_environment(self, folder: str) -> dict[str, str]:
+        """JAX's persistent cache, or TensorFlow's for its XLA clusters (TF_XLA_FLAGS, with the user's own)."""
+        if self.backend == "jax":
+            return xla_compiles.cache_environment(folder)
+        flags = os.environ.get("TF_XLA_FLAGS", "")
+        return {"TF_XLA_FLAGS": f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()}
+
+    def allocator_reading(self) -> tuple[int, int] | None:
+        reading = getattr(self.runtime, "allocator_reading", None)
+        return reading() if reading else None
+
+    def compile_counts(self) -> dict[str, int]:
+        counts = getattr(self.runtime, "compile_counts", None)
+        return counts() if counts else {}
 
     def import_framework(self) -> dict[str, str]:
         global keras

@@ -3,7 +3,7 @@
     python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort]
     python -m frameworks.worker params FRAMEWORK MODEL...
     python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ [--training]
-    python -m frameworks.worker ahead SCENARIO_JSON OUT    (the compile helper, started by a scenario worker)
+    python -m frameworks.worker ahead SCENARIO_JSON OUT_JSON    (the compile helper, started by a scenario worker)
 
 The scenario record is rewritten (atomically) after every phase, so whatever kills this
 process, the orchestrator still has every phase that finished.
@@ -29,13 +29,12 @@ from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from frameworks.rss_sampler import RssSampler
 from models.catalogue import get_model
-from models.record import atomic_write_json, one_line
+from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
 CALIBRATION_HOLD_S = 0.5
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 VISIBLE_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")  # the pinning the worker saw
-HELPER_OUTPUT_LINES = 5
 
 
 def load_adapter(scenario: Scenario) -> Adapter:
@@ -72,6 +71,7 @@ class PhaseRunner:
         self._inject(name)
         yield notes
         self.adapter.synchronize()
+        notes.update(self.adapter.compile_counts())
         ended_at = time.monotonic()
         end_rss = self.host.rss()  # before the peak, so the peak (which includes the current RSS) bounds it
         self.record["phases"].append({
@@ -104,8 +104,9 @@ class PhaseRunner:
         raise RuntimeError(f"injected fault in phase {name}")
 
 
-def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], dict | None]]:
-    """What each phase does; an action returns the notes it wants in the phase's record."""
+def phase_actions(adapter: Adapter, framework: dict, helper: dict) -> dict[str, Callable[[], dict | None]]:
+    """What each phase does; an action returns the notes it wants in the phase's record. Where a helper compiled
+    ahead, `compile` loads from its cache and records the helper's compile scratch, or fails as the helper did."""
 
     def import_framework() -> None:
         framework["versions"] = adapter.import_framework()
@@ -124,7 +125,16 @@ def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], d
         del held
         return {"allocated_bytes": CALIBRATION_BYTES}
 
-    return {"import": import_framework, "context": context, "build": build, "compile": adapter.compile,
+    def compile_phase() -> dict:
+        if helper.get("failure"):
+            raise RuntimeError(helper["failure"])
+        notes = adapter.compile()
+        if not helper:
+            return notes | {"compiled_in": "this process"}
+        return notes | {"compiled_in": "helper process, before the phases; loaded here from its persistent cache",
+                        "compile_scratch": helper["compile_scratch"]}
+
+    return {"import": import_framework, "context": context, "build": build, "compile": compile_phase,
             "train_step_1": adapter.train_step, "train_step_2": adapter.train_step, "inference": adapter.infer,
             "allocate": allocate}
 
@@ -132,27 +142,67 @@ def phase_actions(adapter: Adapter, framework: dict) -> dict[str, Callable[[], d
 def compile_ahead(adapter: Adapter, folder: str) -> dict:
     """Runs the adapter's compile helper before any phase, so its scratch is in no measured window.
 
-    The helper is a fresh process of this interpreter that builds and compiles the same scenario and saves
-    the executables for the worker's `compile` to load; a failure is kept for `compile` to report.
+    The helper is a fresh process of this interpreter that builds the same scenario and compiles what the phases
+    will run into a persistent cache in `folder`, which this worker then reads (its variables set here, before
+    the framework is imported). Its output goes to this worker's, so the orchestrator sees an allocator's out-of-
+    memory line as it comes; a failure is kept for `compile` to report.
     """
     if not adapter.compiles_ahead or "compile" not in adapter.scenario.phases:
         return {}
-    path, log = os.path.join(folder, "compiled"), os.path.join(folder, "helper.txt")
+    cache, figures = os.path.join(folder, "cache"), os.path.join(folder, "helper.json")
+    shared = adapter.cache_environment(cache)
+    os.environ.update(shared)
     started = time.monotonic()
-    with open(log, "wb") as output:
-        done = subprocess.run([sys.executable, "-m", "frameworks.worker", "ahead",
-                               json.dumps(adapter.scenario.to_dict()), path],
-                              env=os.environ | adapter.helper_environment(), stdout=output, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL)
-    with open(log, errors="replace") as output:
-        tail = output.read().splitlines()[-HELPER_OUTPUT_LINES:]
-    if done.returncode == 0:
-        adapter.compiled_path = path
-    else:
-        adapter.helper_failure = f"the compile helper failed (exit status {done.returncode}): {' | '.join(tail)}"
-    return {"what": "compiled in a helper process before the phases; `compile` loads its executables",
-            "seconds": round(time.monotonic() - started, 3), "exit_code": done.returncode,
-            "env_set": adapter.helper_environment()}
+    done = subprocess.run([sys.executable, "-m", "frameworks.worker", "ahead", json.dumps(adapter.scenario.to_dict()),
+                           figures], env=os.environ | adapter.helper_environment(), stdin=subprocess.DEVNULL)
+    helper = {"what": "compiled in a helper process before the phases, into a persistent cache the phases load from",
+              "seconds": round(time.monotonic() - started, 3), "exit_code": done.returncode,
+              "env_set": shared | adapter.helper_environment()}
+    written = json.loads(open(figures).read()) if os.path.exists(figures) else {}
+    if done.returncode or "failure" in written:
+        reason = written.get("failure") or {"phase": "start", "message": f"exit status {done.returncode}"}
+        return helper | {"failure": f"the compile helper failed in its {reason['phase']}: {reason['message']}"}
+    return helper | written
+
+
+def helper_job(scenario: Scenario, out: str) -> None:
+    """The compile helper's job: build and compile as the worker would, run what else compiles at a first call,
+    and write what compiling took: the device allocator's scratch above what was live, and the host's peak."""
+    adapter = load_adapter(scenario)
+    os.environ.update(adapter.environment())
+    figures: dict = {}
+
+    def compile_into_cache() -> None:
+        host = HostMemory()
+        start_rss, before = host.rss(), adapter.allocator_reading()
+        host.reset_peak()
+        adapter.compile()
+        adapter.warm_up()
+        adapter.synchronize()
+        figures["compile_scratch"] = {"device": compile_scratch(before, adapter.allocator_reading()),
+                                      "host_peak_above_start": counter(host.peak()["bytes"] - start_rss,
+                                                                       PEAK_SINCE_PHASE_START),
+                                      **adapter.compile_counts()}
+
+    steps = {"import": adapter.import_framework, "context": adapter.init_device, "build": adapter.build,
+             "compile": compile_into_cache}
+    done: list[str] = []
+    try:
+        for name, action in steps.items():
+            action()
+            done.append(name)
+    except BaseException as error:  # the worker reports it in its compile phase, as out of memory where it was
+        figures["failure"] = {"phase": list(steps)[len(done)], "message": one_line(error)}
+    atomic_write_json(out, figures)
+
+
+def compile_scratch(before: tuple[int, int] | None, after: tuple[int, int] | None) -> dict | None:
+    """What compiling took on the device above the bytes live before it (XLA's autotuning scratch), from the
+    allocator's (in use, peak) readings; None where it has none (the CPU)."""
+    if before is None or after is None:
+        return None
+    rose = after[1] > before[1]
+    return counter(max(0, after[1] - before[0]), PEAK_SINCE_PHASE_START if rose else PEAK_AT_MOST)
 
 
 def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
@@ -174,7 +224,7 @@ def _measure(adapter: Adapter, scenario: Scenario, env: dict[str, str], out: str
     }
     runner = PhaseRunner(adapter, record, out, fault)
     try:
-        actions = phase_actions(adapter, record["framework"])
+        actions = phase_actions(adapter, record["framework"], helper)
         for name in scenario.phases:
             runner.run(name, actions[name])
         record["status"] = "ok"
@@ -204,13 +254,6 @@ def built(scenario: Scenario) -> Adapter:
     adapter.init_device()
     adapter.build()
     return adapter
-
-
-def save_compiled(scenario: Scenario, path: str) -> None:
-    """The compile helper's job: build and compile as the worker would, then save the executables."""
-    adapter = built(scenario)
-    adapter.compile()
-    adapter.save_compiled(path)
 
 
 def count_params(framework: str, models: list[str]) -> dict[str, dict[str, int]]:
@@ -282,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         forward(scenario, args.arrays, args.out, args.training)
         return 0
     if args.job == "ahead":
-        save_compiled(scenario, args.out)
+        helper_job(scenario, args.out)
         return 0
     return run_scenario(scenario, args.out, args.fault)
 

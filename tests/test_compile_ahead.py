@@ -1,0 +1,54 @@
+"""XLA's compile scratch stays out of the step phases: JAX and Keras on JAX compile in a helper process, into JAX's
+persistent cache, and the worker's phases load from it. The GPU autotuner's scratch cannot exist on the CPU, so it
+is a FAKE here (frameworks.xla_compiles.FAKE_AUTOTUNE): every real compile takes that much host memory at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from frameworks.xla_compiles import FAKE_AUTOTUNE
+from models.record import phase
+from models.scenario import Scenario
+from suites.run.orchestrator import worker_environment
+from suites.run.registry import ROOT, interpreter
+
+SCRATCH = 600 * 2**20
+
+
+@pytest.mark.parametrize("framework", ["keras-jax", "jax"])
+def test_the_compile_phase_records_the_scratch_and_the_steps_exclude_it(framework: str, tmp_path: Path) -> None:
+    scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu")
+    out = tmp_path / "record.json"
+    done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "scenario",
+                           json.dumps(scenario.to_dict()), str(out)], cwd=ROOT, capture_output=True, text=True,
+                          env=worker_environment(scenario) | {FAKE_AUTOTUNE: str(SCRATCH)}, timeout=300)
+    record = json.loads(out.read_text())
+    assert done.returncode == 0 and record["status"] == "ok", done.stderr[-2000:]
+    assert record["worker"]["compile_helper"]["exit_code"] == 0
+    compile_notes = phase(record, "compile")["notes"]
+    assert compile_notes["compiled_in"].startswith("helper process")
+    scratch = compile_notes["compile_scratch"]
+    assert scratch["xla_compiled_so_far"] > 0
+    assert scratch["host_peak_above_start"]["bytes"] >= SCRATCH  # the helper's compiles took the fake scratch
+    for name in ("train_step_1", "train_step_2", "inference"):
+        measured = phase(record, name)
+        assert measured["notes"]["xla_compiled_so_far"] == 0, (name, measured["notes"])  # all loaded from the cache
+        rise = measured["host"]["peak_rss"]["bytes"] - measured["host"]["start_rss_bytes"]
+        assert rise < SCRATCH / 2, (name, rise)
+
+
+def test_on_the_cpu_nothing_compiles_ahead(tmp_path: Path) -> None:
+    """Nothing autotunes on the CPU: no helper, no cache, and the first step compiles where it runs."""
+    scenario = Scenario.create("keras-jax", "plain-8", kind="train", device="cpu")
+    out = tmp_path / "record.json"
+    subprocess.run([interpreter("keras-jax"), "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()),
+                    str(out)], cwd=ROOT, env=worker_environment(scenario), check=True, timeout=300)
+    record = json.loads(out.read_text())
+    assert record["worker"]["compile_helper"] == {}
+    assert phase(record, "compile")["notes"]["compiled_in"] == "this process"
+    assert phase(record, "train_step_1")["notes"]["xla_compiled_so_far"] > phase(record, "compile")["notes"][
+        "xla_compiled_so_far"]
