@@ -1,6 +1,6 @@
 """The child side: runs one job in the process it starts in, one framework per process.
 
-    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort]
+    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort|allocator-oom]
     python -m frameworks.worker params FRAMEWORK MODEL...
     python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ [--training]
     python -m frameworks.worker ahead SCENARIO_JSON OUT_JSON    (the compile helper, started by a scenario worker)
@@ -101,6 +101,11 @@ class PhaseRunner:
             time.sleep(10**6)
         if self.fault_kind == "abort":
             os.abort()
+        if self.fault_kind == "allocator-oom":  # a FAKE of XLA's BFC allocator: its last word, then its retry waits
+            print(f"W external/xla/xla/tsl/framework/bfc_allocator.cc:501] Allocator (GPU_0_bfc) ran out of memory "
+                  f"trying to allocate 1.58GiB (rounded to 1698693120) requested by op (fault injected in {name})",
+                  file=sys.stderr, flush=True)
+            time.sleep(10**6)
         raise RuntimeError(f"injected fault in phase {name}")
 
 
@@ -209,19 +214,22 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
     adapter = load_adapter(scenario)
     env = adapter.environment()
     os.environ.update(env)
-    with tempfile.TemporaryDirectory(prefix="footprint-helper-") as folder:
-        return _measure(adapter, scenario, env, out, fault, compile_ahead(adapter, folder))
-
-
-def _measure(adapter: Adapter, scenario: Scenario, env: dict[str, str], out: str, fault: str | None,
-             helper: dict) -> int:
     record: dict = scenario.bare_record() | {
         "shared_settings": {"init": INIT_RULE, "data": DATA_RULE, "dtype": scenario.dtype,
                             "optimizer": {scenario.optimizer: OPTIMIZER_SETTINGS[scenario.optimizer]}},
         "worker": {"pid": os.getpid(), "python": platform.python_version(), "executable": sys.executable,
-                   "platform": platform.platform(), "env_set": env, "compile_helper": helper,
+                   "platform": platform.platform(), "env_set": env,
                    "visible_devices": {name: os.environ.get(name) for name in VISIBLE_DEVICE_VARIABLES}},
     }
+    with tempfile.TemporaryDirectory(prefix="footprint-helper-") as folder:
+        if adapter.compiles_ahead:  # the helper does the compile phase's work: a hang or a kill there names it
+            atomic_write_json(out, record | {"current_phase": "compile"})
+        record["worker"]["compile_helper"] = compile_ahead(adapter, folder)
+        return _measure(adapter, scenario, record, out, fault)
+
+
+def _measure(adapter: Adapter, scenario: Scenario, record: dict, out: str, fault: str | None) -> int:
+    helper = record["worker"]["compile_helper"]
     runner = PhaseRunner(adapter, record, out, fault)
     try:
         actions = phase_actions(adapter, record["framework"], helper)

@@ -40,7 +40,8 @@ MODES: dict[str, dict[str, Mode]] = {
         "default": Mode("maps nearly all GPU memory when the device starts", {}, preallocates=True),
         "growth": Mode("allow_growth: maps memory as it is needed", {"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
                        pool_off=True),
-        "limit": Mode("a logical GPU with a memory limit of MB megabytes, mapped when the device starts", {}, "MB",
+        "limit": Mode("a logical GPU with a memory limit of MB MiB (TensorFlow's memory_limit counts 2**20 bytes), "
+                      "mapped when the device starts", {}, "MB",
                       "4096", preallocates=True),
         "async": Mode("CUDA's stream-ordered allocator (cudaMallocAsync)", {"TF_GPU_ALLOCATOR": "cuda_malloc_async"}),
     },

@@ -47,8 +47,9 @@ def capped(scenario: Scenario, budget: int) -> tuple[Scenario, str]:
     source = nvml.NvmlSource(nvml.visible_gpu_index())
     total = int(source.describe()["total_bytes"])
     source.close()
+    # TensorFlow's memory_limit counts MiB
     mode = {"torch": f"fraction={budget / total:.4f}", "jax": f"fraction={budget / total:.4f}",
-            "tensorflow": f"limit={budget // 10**6}"}.get(backends.backend(scenario.framework))
+            "tensorflow": f"limit={budget // 2**20}"}.get(backends.backend(scenario.framework))
     if mode is None:
         return scenario, "judged: NVML's process peak against the budget (no cap known for this framework)"
     return replace(scenario, allocator=mode), f"enforced by the allocator mode {mode}, then judged on NVML's peak"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from models.scenario import Scenario
+from suites import fit
 from suites.run import oom_kills
 from suites.run.orchestrator import _outcome, _read_record, run_scenario
 from suites.run.registry import ROOT
@@ -103,3 +104,18 @@ def test_sigterm_stops_a_run_kills_its_worker_and_exits_130(tmp_path: Path) -> N
     assert run.returncode == 130 and errors.strip() == "python -m suites: stopped by SIGTERM; the run is incomplete"
     assert workers and gone(workers)
     assert not out.exists()
+
+
+def test_an_allocator_out_of_memory_ends_the_worker_as_oom_in_its_phase_not_at_its_timeout() -> None:
+    """XLA's BFC allocator waits up to 10 s for each allocation once its pool is full, and a JAX worker under a fit
+    budget waits that again for every array it dispatched (a fit probe ran past 100 s on the H100). The allocator's
+    last word, then its waiting, is a FAKE here (the worker's `allocator-oom` fault): the CPU has no BFC pool."""
+    budget = fit.parse_budget("2GiB")
+
+    def probe(scenario: Scenario) -> dict:
+        return run_scenario(scenario, timeout=120, fault="compile:allocator-oom")
+
+    answer = fit.find(Scenario.create("jax", "plain-8", kind="train", device="cpu"), budget, probe, max_batch=4)
+    assert answer["answer"] == "does not fit" and answer["largest_batch"] is None, answer
+    (first,) = answer["probes"]
+    assert first["status"] == "oom" and first["why"] == "out of memory in compile", first

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -114,6 +115,39 @@ def _outcome(record: dict, returncode: int, timed_out: bool, output_tail: str, t
     return "crashed", f"exit status {returncode} without a result: {last}"
 
 
+# XLA's and TensorFlow's BFC allocator writes this once an allocation failed for good, after waiting up to 10 s for
+# memory to be freed; a JAX run whose pool is full then waits that long again for every array it dispatched, and
+# would run into its timeout (a 2 GiB fit probe of keras200m ran past 100 s): its outcome is known already.
+ALLOCATOR_OOM_LINE = re.compile(r"Allocator \(\S+\) ran out of memory trying to allocate")
+ALLOCATOR_GRACE_S = 5.0  # time for the worker to raise and record the out-of-memory error itself
+POLL_S = 0.5
+
+
+def _allocator_line(log: Path) -> str | None:
+    """The allocator's out-of-memory line in the worker's output so far, if there is one."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return next((line.strip() for line in text.splitlines() if ALLOCATOR_OOM_LINE.search(line)), None)
+
+
+def _wait(process: subprocess.Popen, log: Path, timeout: float) -> tuple[int, str | None]:
+    """(exit status, why the suite ended it: "timeout", "allocator" or None). A worker whose allocator said it is
+    out of memory and that has not ended a grace period later is ended then, not at its timeout."""
+    deadline, allocator_deadline = time.monotonic() + timeout, None
+    while True:
+        try:
+            return process.wait(POLL_S), None
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if allocator_deadline is None and _allocator_line(log):
+            allocator_deadline = now + ALLOCATOR_GRACE_S
+        ended = ("timeout" if now >= deadline else
+                 "allocator" if allocator_deadline is not None and now >= allocator_deadline else None)
+        if ended:
+            _kill_group(process)
+            return process.wait(), ended
+
+
 def _kill_group(process: subprocess.Popen) -> None:
     """Kills the worker with its whole process group (helpers a framework started too), if it is still there."""
     with contextlib.suppress(ProcessLookupError):
@@ -157,10 +191,8 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
             if sampler:
                 sampler.start(process.pid)
             try:
-                returncode, timed_out = process.wait(timeout), False
-            except subprocess.TimeoutExpired:
-                _kill_group(process)
-                returncode, timed_out = process.wait(), True
+                returncode, gave_up = _wait(process, log, timeout)
+                timed_out = gave_up == "timeout"
             except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
                 _kill_group(process)
                 process.wait()
@@ -173,6 +205,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
                     _RUNNING.discard(process)
         wall = time.monotonic() - start
         (record, shape_fault), output_tail = _read_record(out, scenario), _tail(log)
+        allocator_line = _allocator_line(log)
     if sampler and baseline and source:  # all three or none
         record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
         record["nvml"]["gpu"] = source.describe()
@@ -185,6 +218,11 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         record["nvml"] = {"available": False, "reason": no_source}
     if shape_fault:
         record["status"], record["failure"] = "crashed", {"phase": None, "message": shape_fault}
+    elif gave_up == "allocator" and record["status"] not in STATUSES:
+        record["status"] = "oom"
+        record["failure"] = {"phase": record.get("current_phase"), "message": (
+            f"the allocator ran out of memory and the worker had not ended {ALLOCATOR_GRACE_S:g} s later (it retries "
+            f"each allocation for up to 10 s); the worker was killed after: {allocator_line}")}
     elif record["status"] not in STATUSES or timed_out:
         status, message = _outcome(record, returncode, timed_out, output_tail, timeout,
                                    oom_kills.rose(kills_before, oom_kills.counts()))
