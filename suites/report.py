@@ -75,8 +75,35 @@ def markdown(run: dict) -> str:
             for r in records) + " |")
     lines += (_error_summary(run) + _keras_section(run) + _execution_section(run) + _savings_section(run)
               + _sweeps_section(run)
-              + _fits_section(run) + _missing_section(run))
+              + _fits_section(run) + _time_section(run) + _missing_section(run))
     return "\n".join(lines) + "\n"
+
+
+def _time_section(run: dict) -> list[str]:
+    """Where a run's time goes, per framework: each phase's seconds summed over its scenarios, the compile helper's,
+    and the workers' wall time (the rest is starting the interpreter and writing the record)."""
+    frameworks: dict[str, dict[str, float]] = {}
+    for record in run["records"]:
+        seconds = frameworks.setdefault(record["scenario"]["framework"], {"scenarios": 0})
+        seconds["scenarios"] += 1
+        for measured in record.get("phases", []):
+            seconds[measured["name"]] = seconds.get(measured["name"], 0.0) + measured["seconds"]
+        helper = (record.get("worker") or {}).get("compile_helper") or {}
+        seconds["compile helper"] = seconds.get("compile helper", 0.0) + helper.get("seconds", 0.0)
+        seconds["worker wall"] = seconds.get("worker wall", 0.0) + (record.get("run") or {}).get("wall_seconds", 0.0)
+    if not frameworks:
+        return []
+    columns = ["scenarios", *PHASES["train"], "allocate", "compile helper", "worker wall"]
+    columns = [c for c in columns if any(c in seconds for seconds in frameworks.values())]
+    lines = ["", "## Time per framework and phase", "",
+             "Seconds summed over each framework's scenarios: each phase, the compile helper (before the phases, "
+             "where one guards the step from compile scratch) and the workers' wall time (the rest is the "
+             "interpreter's start and the record's writing).", "",
+             "| framework | " + " | ".join(columns) + " |", "|---" + "|---:" * len(columns) + "|"]
+    for framework, seconds in frameworks.items():
+        lines.append(f"| {framework} | {seconds['scenarios']} | "
+                     + " | ".join(f"{seconds.get(c, 0.0):,.1f}" for c in columns[1:]) + " |")
+    return lines
 
 
 def _missing_section(run: dict) -> list[str]:
