@@ -460,22 +460,38 @@ def hand_count(spec: ModelSpec) -> int:
                                              if s.layer.kind not in ("relu", "relu6", "flatten", "dropout"))
 
 
-def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_value: int) -> int:
-    """What no framework can avoid without recomputing: the weights and statistics (+ gradients + optimizer state
-    + each weighted layer's input, kept for its weight gradient) when training; the tensors live at once at a layer
-    (its inputs and output, and what a later layer still reads) when not."""
+# The steps that must write a new tensor beside the one they read (no library runs them in place) and that no
+# technique leaves out (recomputation reruns them); activations, batch norm, add, concat and padding may run in place,
+# fuse into a neighbour or write straight into their reader's buffer.
+NEW_TENSOR_STEPS = ("conv2d", "dense", "maxpool2d", "avgpool2d", "global_avg_pool")
+
+
+def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_value: int,
+          technique: str = "none") -> int:
+    """What no framework can avoid however it schedules, fuses, recomputes or updates, so that every measured need
+    is at least this and a need beyond it is what the framework chose to keep.
+
+    The weights and batch norm's statistics (the fp32 master copy under mixed precision); the batch's inputs (and
+    targets when training: a class label or an output's values per example); and the largest input plus output of
+    one step in NEW_TENSOR_STEPS, both live while it runs forward (and their gradients' sizes while it runs
+    backward), in the activations' dtype. Training adds the optimizer state (OPTIMIZER_STATE_COPIES of the trainable
+    weights) and, when accumulating, one micro-batch instead of the batch and the gradient sum kept between
+    micro-batches. Left out, as avoidable or up to the schedule: gradients beyond those (XLA fuses each update into
+    the backward pass, so it never holds every gradient at once), saved activations (recomputation keeps as few as
+    it likes), what a skip connection holds across its block (which tensor depends on the order the branches run;
+    the add may run in place) and an activation's output (it may run in place)."""
+    training = kind == "train"
     weights, statistics = spec.weight_bytes(bytes_per_value), spec.statistics_bytes(bytes_per_value)
-    value = batch * bytes_per_value
-    if kind != "train":
-        ops = steps(spec, RULES["neutral"], bytes_per_value)  # one step per layer: the neutral rules pad nothing
-        views = {index for index, op in enumerate(ops) if op.kind in ("flatten", "dropout")}
-        tensors = _tensors(spec, ops, views)
-        return weights + statistics + max(sum(tensors.elements[t] for t in _live(tensors, index)) * value
-                                          for index in range(len(ops)) if index not in views)
-    kept = {source: math.prod(shape) for s in spec.walk() if s.params
-            for source, shape in zip(s.inputs, s.input_shapes, strict=True) if source != INPUT}
-    return (weights * (2 + OPTIMIZER_STATE_COPIES[optimizer]) + statistics + math.prod(spec.input_shape) * value
-            + sum(kept.values()) * value)
+    micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
+    examples, activation = batch // micro, techniques.HALF_PRECISION.get(technique, bytes_per_value)
+    targets = (1 if spec.loss == "cross_entropy" else math.prod(spec.output_shape)) if training else 0
+    inputs = (math.prod(spec.input_shape) + targets) * examples * bytes_per_value
+    # a step that reads the model's input reads the batch counted in `inputs`
+    step = max(((0 if op.sources == (INPUT,) else op.inputs) + op.outputs
+                for op in steps(spec, RULES["neutral"], bytes_per_value) if op.kind in NEW_TENSOR_STEPS), default=0)
+    state = weights * OPTIMIZER_STATE_COPIES[optimizer] if training else 0
+    accumulated = weights if micro > 1 else 0
+    return weights + statistics + state + accumulated + inputs + step * examples * activation
 
 
 def _pages_kept(phases: list[PhaseEstimate]) -> list[PhaseEstimate]:
@@ -575,5 +591,5 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     if device in rules.keeps_pages_on:
         phases = _pages_kept(phases)
     return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
-                    tuple(phases),
-                    floor(spec, kind, batch, optimizer, size), hand_count(spec), spec.param_count, len(spec.layers))
+                    tuple(phases), floor(spec, kind, batch, optimizer, size, technique), hand_count(spec),
+                    spec.param_count, len(spec.layers))

@@ -66,7 +66,8 @@ def _possible(scenario: Scenario) -> None:
     cannot run, so it is bad input, not an out-of-memory to wait for."""
     resolved = device.resolve(scenario.device)
     total = device.capacity(resolved)
-    least = floor(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, DTYPES[scenario.dtype])
+    least = floor(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, DTYPES[scenario.dtype],
+                  scenario.technique)
     if total and least > total:
         raise SpecError(f"batch {scenario.batch}: its physical floor is {least / 2**30:,.1f} GiB, more than the "
                         f"{resolved}'s {total / 2**30:,.1f} GiB")

@@ -72,8 +72,11 @@ def render(analytic: Estimate, known: dict | None, source: str) -> str:
                       if analytic.framework != "any" else "name a --framework to add its measured constants")]
     peak_phase = analytic.phase(peak_name)
     lines += [f"at the peak: {peak_phase.moment}",
-              f"physical floor: {analytic.floor / MIB:,.1f} MiB (weights"
-              + (", gradients, optimizer state, batch and each weighted layer's input)" if analytic.kind == "train"
-                 else " and one layer's input and output)"),
+              f"physical floor: {analytic.floor / MIB:,.1f} MiB (weights, "
+              + ("optimizer state, the batch with its targets (a micro-batch's when accumulating, with the "
+                 "gradients' sum) and the largest input and output of one conv, dense or pooling layer; no other "
+                 "gradient or saved activation: XLA fuses each update into the backward pass and recomputation "
+                 "keeps as little as it likes)" if analytic.kind == "train"
+                 else "the batch and the largest input and output of one conv, dense or pooling layer)"),
               f"rules ({analytic.rules}): {RULES[analytic.rules].why}"]
     return "\n".join(lines)

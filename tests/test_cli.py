@@ -50,7 +50,7 @@ def test_unknown_choice_is_one_line_exit_2_nothing_written(args: list[str], name
     (["fit", "--framework", "torch", "--model", "probe", "--budget", "0.4B"], "at least one byte, got '0.4B'"),
     (["bench", "--suite", "default", "--jobs", "0"], "--jobs must be a positive integer, got 0"),
     (["bench", "--suite", "default", "--address", "ray://head:10001"], "--address is for --executor ray"),
-    (["run", *VALID, "--batch", "1000000000"], "batch 1000000000: its physical floor is 339,508.1 GiB, more than"),
+    (["run", *VALID, "--batch", "1000000000"], "batch 1000000000: its physical floor is 340,461.7 GiB, more than"),
 ])
 def test_bad_numbers_are_one_line_exit_2(args: list[str], message: str) -> None:
     done = run_cli(*args)

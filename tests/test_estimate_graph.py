@@ -175,7 +175,9 @@ def test_inference_holds_the_skip_and_hand_count_counts_each_new_tensor() -> Non
     # the largest live set: three 56x56x256 maps, a bottleneck's shortcut, its branch and their sum at the add
     peak = activations(spec, RULES["torch"], 1, 4).inference_transient
     assert peak == 3 * 56 * 56 * 256 * 4
-    assert floor(spec, "infer", 1, "sgd", 4) == spec.weight_bytes() + spec.statistics_bytes() + peak
+    # the floor leaves the shortcut out (which tensor spans the block is the schedule's choice) and the sum (an add
+    # may run in place): TensorFlow's CPU inference at batch 8 needs less than weights and three such maps
+    assert floor(spec, "infer", 1, "sgd", 4) < spec.weight_bytes() + spec.statistics_bytes() + peak
     relu_free = sum(math.prod(s.output_shape) for s in spec.walk() if s.layer.kind != "relu")
     assert hand_count(spec) == 224 * 224 * 3 + relu_free
 
