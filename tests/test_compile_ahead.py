@@ -52,3 +52,26 @@ def test_on_the_cpu_nothing_compiles_ahead(tmp_path: Path) -> None:
     assert phase(record, "compile")["notes"]["compiled_in"] == "this process"
     assert phase(record, "train_step_1")["notes"]["xla_compiled_so_far"] > phase(record, "compile")["notes"][
         "xla_compiled_so_far"]
+
+
+@pytest.mark.parametrize(("framework", "execution", "ahead", "helper_variables"), [
+    ("jax", "default", True, {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "CUDA_MODULE_LOADING": "LAZY"}),
+    ("keras-jax", "default", True, {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "CUDA_MODULE_LOADING": "LAZY"}),
+    ("keras-tensorflow", "default", True, {"TF_FORCE_GPU_ALLOW_GROWTH": "true", "CUDA_MODULE_LOADING": "LAZY"}),
+    ("keras-tensorflow", "no-jit", False, None),
+    ("keras-torch", "default", False, None),
+])
+def test_on_a_gpu_every_xla_compile_goes_through_the_helper_and_its_cache(
+        framework: str, execution: str, ahead: bool, helper_variables: dict | None) -> None:
+    """The GPU side on paper (no GPU here, and never TensorFlow's GPU build): which adapters compile ahead on a GPU,
+    into which cache, and with their pool off in the helper (a second 75 % pool would not fit beside the worker's)."""
+    from frameworks.worker import load_adapter
+
+    adapter = load_adapter(Scenario.create(framework, "plain-8", kind="train", device="cuda", execution=execution))
+    assert adapter.compiles_ahead is ahead
+    if not ahead:
+        return
+    assert adapter.helper_environment() == helper_variables
+    cache = adapter.cache_environment("/cache")
+    assert cache.get("JAX_COMPILATION_CACHE_DIR") == "/cache" or cache["TF_XLA_FLAGS"].endswith(
+        "--tf_xla_persistent_cache_directory=/cache")
