@@ -61,6 +61,8 @@ class Runtime(Protocol):
     def counters(self) -> dict[str, dict]: ...
     def allocate(self, nbytes: int) -> object: ...
     def is_oom(self, error: BaseException) -> bool: ...
+    def allocator_reading(self) -> tuple[int, int] | None: ...
+    def compile_counts(self) -> dict[str, int]: ...
 
 
 class TensorflowRuntime:
@@ -115,6 +117,16 @@ class TensorflowRuntime:
     def is_oom(self, error: BaseException) -> bool:
         return isinstance(error, MemoryError) or type(error).__name__ == "ResourceExhaustedError"
 
+    def allocator_reading(self) -> tuple[int, int] | None:
+        """TensorFlow's (current, peak) on a GPU, for the compile helper's scratch; the CPU autotunes nothing."""
+        if self.scenario.device != "cuda" or not hasattr(self, "device_name"):
+            return None
+        info = tf.config.experimental.get_memory_info(self.device_name)
+        return info["current"], info["peak"]
+
+    def compile_counts(self) -> dict[str, int]:
+        return {}
+
 
 RUNTIMES: dict[str, type] = {"tensorflow": TensorflowRuntime, "jax": JaxAdapter, "torch": TorchAdapter}
 
@@ -143,7 +155,7 @@ class KerasAdapter(Adapter):
         """Where Keras compiles with XLA on a GPU (on JAX always; on TensorFlow with jit_compile, which "auto"
         turns on there), its first step would autotune inside the measured phase: a helper runs the steps first,
         into the backend's persistent cache (or where the autotuner is faked, for the CPU's tests)."""
-        if self.scenario.execution_mode == "no-jit" or self.backend == "torch":
+        if JIT_COMPILE[self.scenario.execution_mode] is False or self.backend == "torch":
             return False
         return self.scenario.device == "cuda" or (self.backend == "jax" and xla_compiles.autotune_faked())
 
@@ -155,12 +167,10 @@ class KerasAdapter(Adapter):
         return {"TF_XLA_FLAGS": f"{flags} --tf_xla_persistent_cache_directory={folder}".strip()}
 
     def allocator_reading(self) -> tuple[int, int] | None:
-        reading = getattr(self.runtime, "allocator_reading", None)
-        return reading() if reading else None
+        return self.runtime.allocator_reading()
 
     def compile_counts(self) -> dict[str, int]:
-        counts = getattr(self.runtime, "compile_counts", None)
-        return counts() if counts else {}
+        return self.runtime.compile_counts()
 
     def import_framework(self) -> dict[str, str]:
         global keras

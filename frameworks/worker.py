@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
@@ -155,15 +156,14 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
     if not adapter.compiles_ahead or "compile" not in adapter.scenario.phases:
         return {}
     cache, figures = os.path.join(folder, "cache"), os.path.join(folder, "helper.json")
-    shared = adapter.cache_environment(cache)
+    shared, own = adapter.cache_environment(cache), adapter.helper_environment()
     os.environ.update(shared)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "frameworks.worker", "ahead", json.dumps(adapter.scenario.to_dict()),
-                           figures], env=os.environ | adapter.helper_environment(), stdin=subprocess.DEVNULL)
+                           figures], env=os.environ | own, stdin=subprocess.DEVNULL)
     helper = {"what": "compiled in a helper process before the phases, into a persistent cache the phases load from",
-              "seconds": round(time.monotonic() - started, 3), "exit_code": done.returncode,
-              "env_set": shared | adapter.helper_environment()}
-    written = json.loads(open(figures).read()) if os.path.exists(figures) else {}
+              "seconds": round(time.monotonic() - started, 3), "exit_code": done.returncode, "env_set": shared | own}
+    written = json.loads(Path(figures).read_text()) if os.path.exists(figures) else {}
     if done.returncode or "failure" in written:
         reason = written.get("failure") or {"phase": "start", "message": f"exit status {done.returncode}"}
         return helper | {"failure": f"the compile helper failed in its {reason['phase']}: {reason['message']}"}
