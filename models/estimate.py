@@ -41,7 +41,7 @@ class Rules:
     optimizer_state_phase: str  # the phase in which the optimizer state is allocated
     state_before_step: bool  # in that phase it is made before the step's forward pass (Keras's build)
     keeps_gradients: bool  # gradients stay allocated after the step, until the next one clears them
-    streams_gradients: bool  # each update runs as soon as its gradient exists, so few are live at once
+    streams_on: tuple[str, ...]  # the devices where each update runs once its gradient exists: few are live at once
     init_copies: int  # temporaries of the largest random tensor (a parameter or the batch) while it is drawn
     accumulator_copies: int  # gradient accumulation: 0 where gradients add up in place (torch's .grad)
     update_temporaries: dict[tuple[str, str], tuple[str, int]]  # (optimizer, device) -> (of "largest"|"all", copies)
@@ -51,6 +51,8 @@ class Rules:
     keeps_pages_on: tuple[str, ...] = ()  # the devices where the process keeps the pages a phase freed
     # technique -> the layer kinds whose outputs a checkpoint policy over the whole net keeps; all else is recomputed
     policy_keeps: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    in_flight: int = 1  # where updates stream, the gradients (of the largest weight's size) live at once
+    cuda_init_copies: int | None = None  # init_copies on a GPU, where it differs
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
@@ -64,7 +66,7 @@ RULES = {
     "neutral": Rules(
         saves=NEUTRAL_SAVES, cuda_saves={}, in_place_saves={}, label_bytes=INT64, explicit_padding=False,
         pixel_padding=False,
-        optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=False, streams_gradients=False,
+        optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=False, streams_on=(),
         init_copies=0, accumulator_copies=0, update_temporaries={},
         why="no framework named: what a backward pass needs at least: each weighted layer (conv, dense, batch norm)"
             " keeps its input, ReLU and ReLU6 their output, max-pool its input, dropout a boolean mask; average"
@@ -75,7 +77,7 @@ RULES = {
                                "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",)},
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
         explicit_padding=True, pixel_padding=False,
-        optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_gradients=False,
+        optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
         init_copies=0,
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
@@ -97,7 +99,7 @@ RULES = {
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         keeps_pages_on=("cpu",),
-        optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_gradients=True,
+        optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_on=("cpu", "cuda"),
         init_copies=2,
         accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
                             ("sgd", "cpu"): ("largest", 1), ("sgd", "cuda"): ("largest", 1),
@@ -121,8 +123,9 @@ RULES = {
             " temporaries of it"),
     "jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3},
-        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=False,
-        optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_gradients=False,
+        cuda_saves={"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}, in_place_saves={},
+        label_bytes=4, explicit_padding=False, pixel_padding=False, in_flight=5, cuda_init_copies=0,
+        optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_on=("cuda",),
         init_copies=2,
         accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)}, recomputes_on=("cuda",),
         why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their input,"
@@ -139,12 +142,19 @@ RULES = {
             " estimated as none; optax's state is created in compile (optimizer.init); the update is"
             " fused into the jitted step with parameters and state donated, so it adds no temporaries; jax.random"
             " makes bits then floats: two temporaries of the tensor drawn at build; these are the rules of the"
-            " jitted step: op by op (jax.disable_jit) nothing is fused, and the rules do not count what that adds"),
+            " jitted step: op by op (jax.disable_jit) nothing is fused, and the rules do not count what that adds;"
+            " on a GPU XLA's plan differs (compiled memory_analysis() in the H100 run at ec3adfa, which the"
+            " allocator's peak matches to the byte): its fusions recompute batch norm's normalized values and ReLU's"
+            " mask in the backward pass, so a batch norm keeps only its input and a ReLU its output (the next conv's"
+            " input); each parameter's update runs once its gradient exists, with about five gradients of the"
+            " largest weight's size in flight (the plans' temp beyond the activations: 4.7 on keras200m, 5.2 and"
+            " 5.7 on resnet50 at batch 16 and 8; fitted there, not derived); and the random draws are fused into one"
+            " kernel that writes the tensor, so drawing makes no temporary"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
-        streams_gradients=False, init_copies=2, accumulator_copies=1, update_temporaries={}, recomputes_on=("cuda",),
+        streams_on=(), init_copies=2, accumulator_copies=1, update_temporaries={}, recomputes_on=("cuda",),
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
             " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean as a"
             " residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch norm, not 2);"
@@ -159,7 +169,7 @@ RULES = {
                                "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3])},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
-        streams_gradients=False, init_copies=2, accumulator_copies=1,
+        streams_on=(), init_copies=2, accumulator_copies=1,
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
         why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for dense,"
             " ReLU, ReLU6, add and concat; a conv (depthwise too) or a pool keeps Keras's channels-first copy of its"
@@ -393,7 +403,7 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
         held = kept_always + value * sum(tensors.elements[tensor] for tensor, steps_ in savers.items()
                                          if any(pending(s) for s in steps_))
         held += sum(extras[step] for step in range(index + 1) if pending(step))
-        grads = min(after, largest) if rules.streams_gradients else after
+        grads = min(after, largest * rules.in_flight) if device in rules.streams_on else after
         flowing = value * sum(tensors.elements[t] for t in _gradients(tensors, index, index in views))
         worst = max(worst, (held + flowing + grads, held, grads))
         after += ops[index].weight_bytes
@@ -530,6 +540,8 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
     micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
     half = technique in techniques.HALF_PRECISION
+    streams = device in rules.streams_on
+    init_copies = rules.init_copies if device != "cuda" or rules.cuda_init_copies is None else rules.cuda_init_copies
     undone = technique in (*techniques.RECOMPUTING, *rules.policy_keeps) and device not in rules.recomputes_on
     acts = activations(spec, rules, batch // micro, size, "none" if undone else technique,
                        techniques.HALF_PRECISION.get(technique, size), device)
@@ -547,7 +559,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
 
     def train_step(name: str) -> PhaseEstimate:
         update = {"weights": weights, "inputs": inputs, "optimizer_state": state,
-                  "gradients": min(trainable, largest) if rules.streams_gradients else trainable,
+                  "gradients": min(trainable, largest * rules.in_flight) if streams else trainable,
                   "accumulated_gradients": accumulator,
                   "update_temporaries": _update_temporaries(rules, optimizer, device, trainable, largest)}
         # the state exists during the backward pass only if it was made before this step's forward
@@ -560,7 +572,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
                     "half_weights": trainable // 2 if half else 0,
                     "transient": acts.backward_peak - acts.backward_saved - acts.backward_gradients}
         if sum(update.values()) >= sum(backward.values()):
-            live = "the largest gradient in flight" if rules.streams_gradients else "every gradient"
+            live = "the gradients in flight" if streams else "every gradient"
             return PhaseEstimate(name, f"optimizer update: the state and {live} live", update)
         return PhaseEstimate(name, "backward pass: saved activations and a gradient pair live", backward)
 
@@ -577,7 +589,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         elif name == "build":
             drawn = max(largest, math.prod(spec.input_shape) * batch * size, labels)
             phases.append(resting(name, "drawing the largest random tensor (a parameter or the batch)",
-                                  {"init_temporaries": rules.init_copies * drawn}))
+                                  {"init_temporaries": init_copies * drawn}))
         elif name == "compile":
             phases.append(resting(name, "model built, nothing run", {}))
         elif name.startswith("train_step"):

@@ -109,9 +109,28 @@ def _estimate(args: argparse.Namespace) -> int:
         raise SpecError(f"accumulate splits the batch into {ACCUMULATION_STEPS} micro-batches: give a batch it divides")
     analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
                         args.technique)
-    known = constants.lookup(constants.load(resolved), args.framework, args.scenario) if args.framework else None
+    measured = constants.load(resolved)
+    if resolved == "cuda" and measured:
+        mismatch = constants.other_card(measured, args.gpu or _visible_gpu_name())
+        if mismatch:
+            print(f"python -m suites estimate: warning: {mismatch}", file=sys.stderr)
+    known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
     print(explain.render(analytic, known, str(constants.path(resolved).relative_to(constants.RESULTS.parent))))
     return 0
+
+
+def _visible_gpu_name() -> str | None:
+    """The GPU this machine would run on, as NVML names it; None without NVML or a GPU."""
+    try:
+        from suites.run import nvml
+
+        source = nvml.NvmlSource(nvml.visible_gpu_index())
+    except Exception:  # noqa: BLE001 - no driver, no library, no GPU: nothing to compare with
+        return None
+    try:
+        return str(source.describe()["name"])
+    finally:
+        source.close()
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -180,6 +199,13 @@ def _constants(args: argparse.Namespace) -> int:
     return 0
 
 
+def _errors(args: argparse.Namespace) -> int:
+    from suites import errors
+
+    print(errors.table([(path, _run_file(path)) for path in args.run_files]))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from suites.report import render
 
@@ -225,6 +251,8 @@ def parser() -> argparse.ArgumentParser:
     guess.add_argument("--dtype", default="float32", choices=DTYPES)
     guess.add_argument("--technique", default="none", choices=TECHNIQUES)
     guess.add_argument("--device", default="auto", choices=DEVICES)
+    guess.add_argument("--gpu", help="the card to estimate for (default: the one NVML sees); a warning where the "
+                                     "constants were measured on another")
     guess.set_defaults(action=_estimate)
 
     fits = commands.add_parser("fit", help="the largest batch within a memory budget, by bisection")
@@ -272,6 +300,11 @@ def parser() -> argparse.ArgumentParser:
                                                   "run's make `estimate --device cuda` whole without a GPU)")
     taken.add_argument("run_file")
     taken.set_defaults(action=_constants)
+
+    wrong = commands.add_parser("errors", help="the estimate's median and worst error per framework and view, each "
+                                               "run file read with today's rules and its own probes' constants")
+    wrong.add_argument("run_files", nargs="+")
+    wrong.set_defaults(action=_errors)
 
     report = commands.add_parser("report", help="render the plot and Markdown report of a run file")
     report.add_argument("run_file")

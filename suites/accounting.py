@@ -152,11 +152,11 @@ def floor(record: dict, analytic: Estimate) -> dict:
     return result
 
 
-def account(record: dict, known_constants: dict | None) -> dict:
+def account(record: dict, known_constants: dict | None, source: str = "") -> dict:
     """The estimate, comparison, breakdown and floor for one record (nothing for internal scenario kinds)."""
     scenario = Scenario.from_dict(record["scenario"])
     known = constants.lookup(known_constants, scenario.framework, scenario.kind)
-    return _account(record, known, constants.path(scenario.device).name)
+    return _account(record, known, source or constants.path(scenario.device).name)
 
 
 def refresh(record: dict) -> dict:
@@ -165,6 +165,16 @@ def refresh(record: dict) -> dict:
     stored = (record.get("estimate") or {}).get("constants") or {}
     known = None if "missing" in stored or not stored else stored
     return _account(record, known, stored.get("source", ""))
+
+
+def reaccount(run: dict) -> list[dict]:
+    """A run file's records accounted again with today's rules: with the constants its own probes give where it has
+    them (never from the records being estimated), else with those each record was measured with."""
+    taken, labels = constants.of_run(run)
+    if taken is None:
+        return [record | refresh(record) for record in run["records"]]
+    source = f"the run's {len(labels)} probe records"
+    return [record | account(record, taken, source) for record in run["records"]]
 
 
 def _account(record: dict, known: dict | None, source: str) -> dict:

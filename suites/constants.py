@@ -25,6 +25,7 @@ from suites.run.runfile import RESULTS
 PROBE, DEEP_PROBE = "probe", "probe-deep"
 PROBES = (PROBE, DEEP_PROBE)
 KIND = "footprint.constants"
+TRAILS = ("cuda",)  # the devices whose driver reading of a new context can trail it (NVML; host RSS does not)
 
 
 def path(resolved_device: str) -> Path:
@@ -68,6 +69,7 @@ def from_probe(record: dict, measured_at: str | None = None) -> dict:
     return {
         "layers": len(scenario.spec.layers),
         "context": figures.baseline(record, scenario.device),
+        "context_read": figures.baseline(record, scenario.device),  # the probe's own, before `_rebase`
         "phases": {name: {view: measured - tensors for view, (measured, tensors) in found.items()}
                    for name, found in views.items()},
         "versions": record["framework"].get("versions", {}),
@@ -88,15 +90,45 @@ def _measured_on(record: dict) -> str:
 
 def per_layer(probe: dict, deep_record: dict, measured_at: str | None = None) -> dict:
     """What each layer beyond the probe's adds, per phase and view: the depth probe's bytes beyond its tensors,
-    less the probe's, divided by the layers it has more."""
+    less the probe's, divided by the layers it has more. Where the driver's context reading trails (`TRAILS`), the
+    depth probe's driver figures are first measured above the probe's context, so a reading that trailed in either
+    does not tilt the slope."""
     scenario = Scenario.from_dict(deep_record["scenario"])
     deep = from_probe(deep_record, measured_at)
     extra_layers = len(scenario.spec.layers) - probe["layers"]
+    shift = {"driver": (deep["context"] or 0) - (probe["context"] or 0) if scenario.device in TRAILS else 0}
     return {"model": DEEP_PROBE, "probe_layers": probe["layers"], "extra_layers": extra_layers,
-            "phases": {name: {view: round((found - probe["phases"][name][view]) / extra_layers)
+            "context_read": deep["context"],
+            "phases": {name: {view: round((found + shift.get(view, 0) - probe["phases"][name][view]) / extra_layers)
                               for view, found in views.items() if view in probe["phases"].get(name, {})}
                        for name, views in deep["phases"].items()},
             "git_commit": deep["git_commit"], "measured_at": deep["measured_at"]}
+
+
+def _rebase(kinds: dict, device: str) -> None:
+    """Where the driver's reading trails (`TRAILS`), measures every kind's driver figures above one context: the
+    highest any of the framework's probes read (host RSS does not trail; its context differs by kind with the pages
+    each maps).
+
+    NVML's reading of a new CUDA context can trail it by a few hundred milliseconds: in the H100 run at
+    ec3adfa, 3 of 16 probes ended their context phase at 32-104 MiB where the others read 518-520 MiB, and their
+    build phase then counted the rest of the context as the model's. A trailing reading is only ever low, so the
+    highest is the context; the figures above it keep their whole (context plus rise) unchanged.
+    """
+    if device not in TRAILS:
+        return
+    readings = [known["context_read"] for known in kinds.values()] + [
+        known["per_layer"]["context_read"] for known in kinds.values() if "per_layer" in known]
+    readings = [reading for reading in readings if reading is not None]
+    if not readings:
+        return
+    context = max(readings)
+    for known in kinds.values():
+        shift = (known["context"] or 0) - context
+        for views in known["phases"].values():
+            if "driver" in views:
+                views["driver"] += shift
+        known["context"] = context
 
 
 def overhead(known: dict | None, phase: str, view: str, layers: int) -> int | None:
@@ -121,26 +153,51 @@ def load(resolved_device: str, source: Path | None = None) -> dict | None:
     return data if data.get("kind") == KIND and data.get("schema_version") == SCHEMA_VERSION else None
 
 
-def update(record: dict, target: Path | None = None, measured_at: str | None = None) -> None:
-    """Stores a finished probe's constants, replacing that framework's and kind's earlier ones; a depth probe's
-    cost per layer joins the probe's constants it was measured against (none without them)."""
+def merge(data: dict, record: dict, measured_at: str | None = None) -> bool:
+    """Adds a finished probe's constants to `data`, replacing that framework's and kind's earlier ones; a depth
+    probe's cost per layer joins the probe's constants it was measured against (none without them). False where
+    the record gives nothing."""
     if record["status"] != "ok":
-        return
+        return False
     scenario = Scenario.from_dict(record["scenario"])
-    target = target or path(scenario.device)
-    data = load(scenario.device, target) or {
-        "schema_version": SCHEMA_VERSION, "kind": KIND, "device": scenario.device,
-        "device_description": _measured_on(record), "machine": record.get("run", {}).get("machine"),
-        "model": PROBE, "frameworks": {},
-    }
     kinds = data["frameworks"].setdefault(scenario.framework, {})
     if scenario.model == PROBE:
         kinds[scenario.kind] = from_probe(record, measured_at)
     elif kinds.get(scenario.kind, {}).get("layers"):
         kinds[scenario.kind]["per_layer"] = per_layer(kinds[scenario.kind], record, measured_at)
     else:
-        return
-    atomic_write_json(target, data)
+        return False
+    _rebase(kinds, scenario.device)
+    return True
+
+
+def _empty(record: dict) -> dict:
+    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "device": record["scenario"]["device"],
+            "device_description": _measured_on(record), "machine": record.get("run", {}).get("machine"),
+            "model": PROBE, "frameworks": {}}
+
+
+def update(record: dict, target: Path | None = None, measured_at: str | None = None) -> None:
+    """`merge` into the device's constants file."""
+    target = target or path(record["scenario"]["device"])
+    data = load(record["scenario"]["device"], target) or _empty(record)
+    if merge(data, record, measured_at):
+        atomic_write_json(target, data)
+
+
+def card(data: dict) -> str:
+    """The card (or machine) a constants file was measured on, without its driver and size."""
+    return str(data.get("device_description", "")).split(", driver")[0]
+
+
+def other_card(data: dict, wanted: str | None) -> str | None:
+    """Why a GPU's estimate may not hold for `wanted`: its constants were measured on another card; None where
+    they were measured on it or no card is named."""
+    if not wanted or wanted.strip().lower() == card(data).lower():
+        return None
+    return (f"the constants were measured on {card(data)}, not {wanted}: the context, the kernel modules and the "
+            f"libraries' workspaces differ by card, driver and versions; run the probes there "
+            f"(python -m suites bench --suite default --device cuda) for constants of its own")
 
 
 def lookup(constants: dict | None, framework: str, kind: str) -> dict | None:
@@ -148,12 +205,22 @@ def lookup(constants: dict | None, framework: str, kind: str) -> dict | None:
     return ((constants or {}).get("frameworks", {}).get(framework) or {}).get(kind)
 
 
+def of_run(run: dict) -> tuple[dict | None, list[str]]:
+    """The constants a run file's own probes give, with the probes taken as labels; None where it has none.
+    Only probe and depth-probe records are read: a net's record never shapes the constants it is estimated with."""
+    data, taken = None, []
+    for record in sorted(run["records"], key=lambda r: r["scenario"]["model"] != PROBE):  # each probe before its deep
+        if record["scenario"]["model"] in PROBES and record["status"] == "ok":
+            data = data or _empty(record)
+            merge(data, record, f"{run['started_at']} (the run's start)")
+            taken.append(Scenario.from_dict(record["scenario"]).label)
+    return data, taken
+
+
 def from_run(run: dict, target: Path) -> list[str]:
     """The constants of a run file's probes, written to `target` (a GPU run's constants, committed, let a machine
     without one estimate for that GPU); the probes taken, as labels."""
-    taken = []
-    for record in sorted(run["records"], key=lambda r: r["scenario"]["model"] != PROBE):  # each probe before its deep
-        if record["scenario"]["model"] in PROBES and record["status"] == "ok":
-            update(record, target, f"{run['started_at']} (the run's start)")
-            taken.append(Scenario.from_dict(record["scenario"]).label)
+    data, taken = of_run(run)
+    if data is not None:
+        atomic_write_json(target, data)
     return taken

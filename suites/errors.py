@@ -1,7 +1,8 @@
 """The estimate's error over a run: one row per phase and view, and the median and max per framework.
 
 The probe records are left out: their constants were taken from themselves, so their error is zero by
-construction and would flatter the figures.
+construction and would flatter the figures. `table` is what `python -m suites errors RUN.json...` prints and
+the README's table of errors is: each run file read again with today's rules and its own probes' constants.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import statistics
 from dataclasses import dataclass
 
 from models import executions
+from suites import accounting
 from suites.constants import PROBES
 
 VIEW_NAMES = {"driver": "rise above the context (driver's view)", "allocator": "allocator's peak"}
@@ -26,6 +28,7 @@ class Row:
     measured: int
     estimate: int
     error: float
+    technique: str = "none"
 
 
 def rows(run: dict) -> list[Row]:
@@ -56,3 +59,24 @@ def summary(found: list[Row]) -> dict[tuple[str, str, str], dict[str, float]]:
         groups.setdefault((row.framework, row.view, row.source), []).append(abs(row.error))
     return {key: {"n": len(errors), "median": statistics.median(errors), "max": max(errors)}
             for key, errors in sorted(groups.items())}
+
+
+def of_run(run: dict) -> dict[tuple[str, str, str], dict[str, float]]:
+    """The summary of a run file read again with today's rules (`accounting.reaccount`)."""
+    return summary(rows({"records": accounting.reaccount(run)}))
+
+
+def table(runs: list[tuple[str, dict]]) -> str:
+    """One Markdown row per run file, framework and view: the phases compared, median and worst error, and the
+    phase with the worst (this suite's estimate; the frameworks' own follow where they have one)."""
+    lines = ["| run | framework | view | estimate | phases | median error | worst error | worst at |",
+             "|---|---|---|---|---:|---:|---:|---|"]
+    for name, run in runs:
+        found = rows({"records": accounting.reaccount(run)})
+        for (framework, view, source), figures in summary(found).items():
+            worst = max((row for row in found if (row.framework, row.view, row.source) == (framework, view, source)),
+                        key=lambda row: abs(row.error))
+            lines.append(f"| {name} | {framework} | {view} | {source} | {figures['n']} | {figures['median']:.1%} | "
+                         f"{worst.error:+.1%} | {worst.model} {worst.kind}"
+                         f"{'' if worst.technique == 'none' else ' ' + worst.technique} {worst.phase} |")
+    return "\n".join(lines)

@@ -364,7 +364,7 @@ def _nvml_rows(records: list[dict], kind: str) -> list[str]:
 
 def render(path: Path) -> list[Path]:
     run = runfile.load(path)
-    run["records"] = [record | accounting.refresh(record) for record in run["records"]]
+    run["records"] = accounting.reaccount(run)
     run["fits"] = [fit.reread(result) for result in run.get("fits", [])]
     report = path.with_suffix(".md")
     report.write_text(markdown(run))
