@@ -97,6 +97,7 @@ def _models(args: argparse.Namespace) -> int:
 
 def _estimate(args: argparse.Namespace) -> int:
     from suites import constants, explain
+    from suites.run import nvml
 
     spec = load_spec_file(args.model_file) if args.model_file else get_model(args.model)
     if args.batch is not None and args.batch <= 0:
@@ -111,26 +112,12 @@ def _estimate(args: argparse.Namespace) -> int:
                         args.technique)
     measured = constants.load(resolved)
     if resolved == "cuda" and measured:
-        mismatch = constants.other_card(measured, args.gpu or _visible_gpu_name())
+        mismatch = constants.other_card(measured, args.gpu or nvml.visible_gpu_name())
         if mismatch:
             print(f"python -m suites estimate: warning: {mismatch}", file=sys.stderr)
     known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
     print(explain.render(analytic, known, str(constants.path(resolved).relative_to(constants.RESULTS.parent))))
     return 0
-
-
-def _visible_gpu_name() -> str | None:
-    """The GPU this machine would run on, as NVML names it; None without NVML or a GPU."""
-    try:
-        from suites.run import nvml
-
-        source = nvml.NvmlSource(nvml.visible_gpu_index())
-    except Exception:  # noqa: BLE001 - no driver, no library, no GPU: nothing to compare with
-        return None
-    try:
-        return str(source.describe()["name"])
-    finally:
-        source.close()
 
 
 def _fit(args: argparse.Namespace) -> int:

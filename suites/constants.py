@@ -66,10 +66,11 @@ def from_probe(record: dict, measured_at: str | None = None) -> dict:
     """One probe record's constants: the context, and per phase and view the bytes beyond the tensors."""
     scenario = Scenario.from_dict(record["scenario"])
     views = measured_views(record, analytic_estimate(scenario))
+    context = figures.baseline(record, scenario.device)
     return {
         "layers": len(scenario.spec.layers),
-        "context": figures.baseline(record, scenario.device),
-        "context_read": figures.baseline(record, scenario.device),  # the probe's own, before `_rebase`
+        "context": context,
+        "context_read": context,  # the probe's own reading: `context` is the one `_rebase` measures above
         "phases": {name: {view: measured - tensors for view, (measured, tensors) in found.items()}
                    for name, found in views.items()},
         "versions": record["framework"].get("versions", {}),

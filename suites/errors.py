@@ -52,16 +52,20 @@ def rows(run: dict) -> list[Row]:
     return found
 
 
-def summary(found: list[Row]) -> dict[tuple[str, str, str], dict[str, float]]:
-    """(framework, view, source) -> n, median and max of the absolute relative error."""
-    groups: dict[tuple[str, str, str], list[float]] = {}
+def summary(found: list[Row]) -> dict[tuple[str, str, str], dict]:
+    """(framework, view, source) -> n, median and max of the absolute relative error, and the worst row."""
+    groups: dict[tuple[str, str, str], list[Row]] = {}
     for row in found:
-        groups.setdefault((row.framework, row.view, row.source), []).append(abs(row.error))
-    return {key: {"n": len(errors), "median": statistics.median(errors), "max": max(errors)}
-            for key, errors in sorted(groups.items())}
+        groups.setdefault((row.framework, row.view, row.source), []).append(row)
+    result = {}
+    for key, group in sorted(groups.items()):
+        worst = max(group, key=lambda row: abs(row.error))
+        result[key] = {"n": len(group), "median": statistics.median(abs(row.error) for row in group),
+                       "max": abs(worst.error), "worst": worst}
+    return result
 
 
-def of_run(run: dict) -> dict[tuple[str, str, str], dict[str, float]]:
+def of_run(run: dict) -> dict[tuple[str, str, str], dict]:
     """The summary of a run file read again with today's rules (`accounting.reaccount`)."""
     return summary(rows({"records": accounting.reaccount(run)}))
 
@@ -72,10 +76,8 @@ def table(runs: list[tuple[str, dict]]) -> str:
     lines = ["| run | framework | view | estimate | phases | median error | worst error | worst at |",
              "|---|---|---|---|---:|---:|---:|---|"]
     for name, run in runs:
-        found = rows({"records": accounting.reaccount(run)})
-        for (framework, view, source), figures in summary(found).items():
-            worst = max((row for row in found if (row.framework, row.view, row.source) == (framework, view, source)),
-                        key=lambda row: abs(row.error))
+        for (framework, view, source), figures in of_run(run).items():
+            worst = figures["worst"]
             lines.append(f"| {name} | {framework} | {view} | {source} | {figures['n']} | {figures['median']:.1%} | "
                          f"{worst.error:+.1%} | {worst.model} {worst.kind}"
                          f"{'' if worst.technique == 'none' else ' ' + worst.technique} {worst.phase} |")

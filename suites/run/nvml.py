@@ -84,6 +84,18 @@ def visible_gpu_index() -> int:
         return driver.nvmlDeviceGetIndex(driver.nvmlDeviceGetHandleByUUID(first))
 
 
+def visible_gpu_name() -> str | None:
+    """The GPU a worker here would run on, as NVML names it; None where there is no library, driver or GPU."""
+    try:
+        source = NvmlSource(visible_gpu_index())
+    except Exception:  # noqa: BLE001 - nothing to name: the caller compares with no card
+        return None
+    try:
+        return str(source.describe()["name"])
+    finally:
+        source.close()
+
+
 def uuid_of(index: int) -> str:
     """The GPU's UUID, which names it the same way whatever CUDA_VISIBLE_DEVICES says."""
     with _driver() as driver:
