@@ -243,7 +243,8 @@ class TorchAdapter(Adapter):
             self.model.eval()
             return notes | ({"what": "nothing to compile: eval mode set"} if mode == "eager" else {})
         settings = OPTIMIZER_SETTINGS[self.scenario.optimizer]
-        self.scaler = torch.amp.GradScaler(self.device.type) if self.scenario.technique == "fp16" else None
+        self.scaler = (torch.amp.GradScaler(self.device.type, init_scale=techniques.LOSS_SCALE)
+                       if self.scenario.technique == "fp16" else None)
         if self.scenario.optimizer in ("sgd", "momentum"):
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=settings["learning_rate"],
                                              momentum=settings["momentum"])
@@ -293,11 +294,16 @@ class TorchAdapter(Adapter):
     def train_step(self) -> dict[str, float]:
         """One step; autograd's saved-tensor hooks measure what the forward keeps for the backward (eager only:
         a compiled graph keeps its own, out of the hooks' sight)."""
+        scale = self.scaler.get_scale() if self.scaler else 0.0
         if self.scenario.execution_mode != "eager":
-            return {"loss": self._step().item(), **dynamo_graphs()}
-        loss, saved = saved_activation_bytes(
-            [*self.model.parameters(), *self.model.buffers(), self.inputs, self.targets], self._step)
-        return {"loss": loss.item(), "saved_activation_bytes": saved}
+            notes = {"loss": self._step().item(), **dynamo_graphs()}
+        else:
+            loss, saved = saved_activation_bytes(
+                [*self.model.parameters(), *self.model.buffers(), self.inputs, self.targets], self._step)
+            notes = {"loss": loss.item(), "saved_activation_bytes": saved}
+        skipped = self.scaler is not None and self.scaler.get_scale() < scale  # it backs off where step() skipped
+        return notes | ({"update_skipped": "GradScaler found inf or NaN gradients: no update, so no optimizer state"}
+                        if skipped else {})
 
     def infer(self) -> None:
         self.model.eval()

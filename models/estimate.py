@@ -16,7 +16,8 @@ from models.scenario import DTYPES, PHASES
 from models.spec import INPUT, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
 
 CATEGORIES = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs", "saved_activations",
-              "half_weights", "transient", "update_temporaries", "init_temporaries", "retained_pages")
+              "half_weights", "transient", "update_temporaries", "init_temporaries", "library_workspace",
+              "retained_pages")
 HOST_ONLY = ("retained_pages",)  # what the process keeps and its framework's allocator no longer counts
 OPTIMIZER_STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2}
 INT64, BOOL, FLOAT32 = 8, 1, 4
@@ -48,11 +49,14 @@ class Rules:
     why: str
     holds_outputs: bool = False  # the model's call keeps every layer's output until it returns (Keras run eagerly)
     recomputes_on: tuple[str, ...] = ("cpu", "cuda")  # the devices whose compiler keeps a checkpoint's recomputation
-    keeps_pages_on: tuple[str, ...] = ()  # the devices where the process keeps the pages a phase freed
+    keeps_pages_on: tuple[str, ...] = ()  # the devices where what a phase freed stays with the process
     # technique -> the layer kinds whose outputs a checkpoint policy over the whole net keeps; all else is recomputed
     policy_keeps: dict[str, tuple[str, ...]] = field(default_factory=dict)
     in_flight: int = 1  # where updates stream, the gradients (of the largest weight's size) live at once
     cuda_init_copies: int | None = None  # init_copies on a GPU, where it differs
+    holds_run_inputs: bool = False  # a recomputed run's inputs stay to the backward's end, not until it passes them
+    # the devices where a thread's first matrix multiply allocates a BLAS workspace that then stays allocated
+    blas_workspaces_on: tuple[str, ...] = ()
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
@@ -78,7 +82,7 @@ RULES = {
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
         explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
-        init_copies=0,
+        init_copies=0, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",),
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
             " input, ReLU its output, max_pool2d its input and int64 indices (its padding is inside the op);"
@@ -94,11 +98,17 @@ RULES = {
             " eager rules: under torch.compile Inductor's partitioner chooses what the backward keeps (it may"
             " recompute cheap ops instead), reduce-overhead adds CUDA graphs' private pool, and compiled code and"
             " compile children add host memory, none of which the rules count (the report's error per mode shows"
-            " the difference)"),
+            " the difference); on CUDA a thread's first matrix multiply (linear) takes a cuBLAS workspace from the"
+            " caching allocator that stays allocated (ATen's CublasHandlePool keeps one per handle and stream;"
+            " autograd runs the backward on a device thread of its own, so training holds two, the backward's from"
+            " the last linear layer's gradient on); its size is the card's (32 MiB on an H100: the probe's allocator"
+            " figure beyond its tensors, which the constants measure) and convolutions take none; the caching"
+            " allocator keeps the blocks a phase freed, so the card loses in a phase at least what it lost in the one"
+            " before (inference after training holds the step's blocks), unless empty_cache returned them"),
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
-        keeps_pages_on=("cpu",),
+        keeps_pages_on=("cpu",), holds_run_inputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_on=("cpu", "cuda"),
         init_copies=2,
         accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
@@ -120,7 +130,9 @@ RULES = {
             " as at least the one before it"
             " (retained pages; not in the allocator's view); Keras's"
             " Adam update keeps two temporaries of a variable; drawing a random tensor (initializer or batch) makes two"
-            " temporaries of it"),
+            " temporaries of it; measured on the CPU, a recomputed run's inputs (tf.recompute_grad's) stay until the"
+            " backward ends (resnet50's checkpoint step: 673 MiB, 711 estimated so, 577 if each were freed once the"
+            " backward passed it)"),
     "jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3},
         cuda_saves={"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}, in_place_saves={},
@@ -169,7 +181,7 @@ RULES = {
                                "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3])},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
-        streams_on=(), init_copies=2, accumulator_copies=1,
+        streams_on=(), init_copies=2, accumulator_copies=1, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",),
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
         why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for dense,"
             " ReLU, ReLU6, add and concat; a conv (depthwise too) or a pool keeps Keras's channels-first copy of its"
@@ -187,7 +199,8 @@ RULES = {
             " train_on_batch, before the step runs; gradients stay in .grad until the next step zeroes them; Keras's"
             " torch Adam runs torch._foreach ops over every variable: three temporaries of every parameter live at once"
             " (taken from keras200m's measured step on the CPU, 5,589 MiB against 4,743 with two); keras.random on"
-            " torch draws then scales: two temporaries"),
+            " torch draws then scales: two temporaries; on CUDA its matrix multiplies take torch's cuBLAS"
+            " workspaces (see torch)"),
 }
 
 
@@ -345,11 +358,18 @@ class Activations:
     backward_saved: int  # of which saved tensors
     backward_gradients: int  # of which weight gradients already produced
     inference_transient: int  # the tensors live at once at a step, with no gradient tracking
+    backward_workspaces: int = 0  # the BLAS workspaces allocated by the backward's peak (not in backward_peak)
+    inference_workspaces: int = 0  # those allocated by the forward's peak (not in inference_transient)
 
 
 def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
-                activation_bytes: int | None = None, device: str = "cpu") -> Activations:
+                activation_bytes: int | None = None, device: str = "cpu", workspace: int = 0) -> Activations:
     """Saved tensors and the backward's peak; `activation_bytes` differs from the weights' under mixed precision.
+
+    `workspace`: one BLAS workspace's bytes where the rules allocate them on this device (a measured constant), each
+    thread's from its first matrix multiply on: the forward's, and in training the backward's from the last dense
+    layer's gradient on (a first step's timing; later steps find both allocated). Which moment is the peak depends on
+    it: a net whose only dense layer comes last (ResNet-50) takes it after its largest activations are freed.
 
     The net runs as a graph: each tensor lives from the step that makes it to its last reader, and what a step's
     backward keeps (`rules.saves`) lives until that step is back-propagated. The recomputing techniques
@@ -390,34 +410,46 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     run_of = {layer: number for number, run in enumerate(runs) for layer in run}
     group = [run_of.get(op.layer) for op in ops]  # the recomputed run of each step, None outside every run
     kept_always = sum(tensors.elements[tensor] for tensor in kept) * value
+    # a kept tensor is freed once the backward has passed every step that reads it (its run's recomputation included)
+    first_reader = {tensor: -1 if rules.holds_run_inputs else min(
+        step for step, read in enumerate(tensors.reads) if tensor in read) for tensor in kept}
     savers = {tensor: steps_ for tensor, steps_ in savers.items() if tensor not in kept}
     saved = loss_residual + kept_always + value * sum(
         tensors.elements[tensor] for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_))
     saved += sum(extra for index, extra in enumerate(extras) if group[index] is None)
     largest = max((o.largest_weight for o in ops), default=0)
-    worst, after = (0, 0, 0), 0
+    matmuls = [index for index, op in enumerate(ops) if op.kind == "dense"] if workspace else []
+    forward_workspace = workspace if matmuls else 0  # the forward is over: its thread's workspace exists
+    worst, after = (0, 0, 0, 0), 0
     for index in reversed(range(len(ops))):
         def pending(step: int, here: int = index) -> bool:  # kept, not yet back-propagated (or being recomputed)
             return step <= here and group[step] in (None, group[here])
 
-        held = kept_always + value * sum(tensors.elements[tensor] for tensor, steps_ in savers.items()
-                                         if any(pending(s) for s in steps_))
+        held = value * sum(tensors.elements[tensor] for tensor, first in first_reader.items() if first <= index)
+        held += value * sum(tensors.elements[tensor] for tensor, steps_ in savers.items()
+                            if any(pending(s) for s in steps_))
         held += sum(extras[step] for step in range(index + 1) if pending(step))
         grads = min(after, largest * rules.in_flight) if device in rules.streams_on else after
         flowing = value * sum(tensors.elements[t] for t in _gradients(tensors, index, index in views))
-        worst = max(worst, (held + flowing + grads, held, grads))
+        libraries = forward_workspace + (workspace if matmuls and index <= matmuls[-1] else 0)
+        worst = max(worst, (held + flowing + grads + libraries, held, grads, libraries))
         after += ops[index].weight_bytes
     if rules.holds_outputs:  # at the forward's end the call still holds the outputs nothing saved
         kept_tensors = kept | {tensor for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_)}
         unsaved = _held(spec, ops, tensors, group) - kept_tensors
-        worst = max(worst, (saved + value * sum(tensors.elements[tensor] for tensor in unsaved), saved, 0))
+        held_outputs = saved + value * sum(tensors.elements[tensor] for tensor in unsaved)
+        worst = max(worst, (held_outputs + forward_workspace, saved, 0, forward_workspace))
     infer_views = _views(spec, ops, technique, training=False)
     forward = _tensors(spec, ops, infer_views)
-    transient = max(sum(forward.elements[t] for t in _live(forward, index)) * value
+    transient = max((sum(forward.elements[t] for t in _live(forward, index)) * value
+                     + (workspace if matmuls and index >= matmuls[0] else 0),
+                     workspace if matmuls and index >= matmuls[0] else 0)
                     for index in range(len(ops)) if index not in infer_views)
-    if rules.holds_outputs:
-        transient = max(transient, value * _held_peak(spec, ops, forward, group))
-    return Activations(saved, max(worst[0], saved), worst[1], worst[2], transient)
+    if rules.holds_outputs:  # the call holds every output until it returns: its peak is at the end, past any matmul
+        transient = max(transient, (value * _held_peak(spec, ops, forward, group) + forward_workspace,
+                                    forward_workspace))
+    return Activations(saved, max(worst[0] - worst[3], saved), worst[1], worst[2], transient[0] - transient[1],
+                       worst[3], transient[1])
 
 
 @dataclass(frozen=True)
@@ -505,8 +537,9 @@ def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_valu
 
 
 def _pages_kept(phases: list[PhaseEstimate]) -> list[PhaseEstimate]:
-    """Where the process keeps every page it touched, a phase holds at least the highest phase before it: the
-    difference is its retained pages, which the framework's allocator no longer counts."""
+    """Where what a phase freed stays with the process (the pages malloc keeps, a caching allocator's blocks), a phase
+    holds at least the highest phase before it: the difference is its retained pages, which the driver counts and the
+    framework's allocator no longer does."""
     kept, highest = [], 0
     for phase in phases:
         retained = max(highest - phase.total, 0)
@@ -515,20 +548,27 @@ def _pages_kept(phases: list[PhaseEstimate]) -> list[PhaseEstimate]:
     return kept
 
 
+def _workspaces(held: int) -> dict[str, int]:
+    """The BLAS workspaces a moment holds, as an item where there are any (none on a device without them)."""
+    return {"library_workspace": held} if held else {}
+
+
 def _update_temporaries(rules: Rules, optimizer: str, device: str, weights: int, largest: int) -> int:
     scope, copies = rules.update_temporaries.get((optimizer, device), ("largest", 0))
     return copies * (weights if scope == "all" else largest)
 
 
 def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: str = "adam", dtype: str = "float32",
-             framework: str | None = None, device: str = "cpu", technique: str = "none") -> Estimate:
+             framework: str | None = None, device: str = "cpu", technique: str = "none",
+             blas_workspace: int = 0) -> Estimate:
     """The bytes each phase holds at its peak, by category; `framework=None` applies the neutral rules.
 
     Techniques: mixed precision halves the activations and keeps half-precision weight copies for the
     backward; accumulation runs the activations at the micro-batch and may keep an accumulator;
     checkpointing, bnrelu and efficient keep only the inputs of the runs they recompute; in-place ReLU makes no new
     tensor; tracked inference keeps what a backward pass would need. Weights include batch norm's running
-    statistics; gradients and optimizer state are sized by the trainable weights alone.
+    statistics; gradients and optimizer state are sized by the trainable weights alone. `blas_workspace`: one BLAS
+    workspace's bytes on this card, measured (`suites.constants`), placed where the rules allocate them.
     """
     rules_name = framework if framework in RULES else "neutral"
     rules, size, batch = RULES[rules_name], DTYPES[dtype], batch or spec.default_batch
@@ -543,13 +583,17 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     streams = device in rules.streams_on
     init_copies = rules.init_copies if device != "cuda" or rules.cuda_init_copies is None else rules.cuda_init_copies
     undone = technique in (*techniques.RECOMPUTING, *rules.policy_keeps) and device not in rules.recomputes_on
+    workspace = blas_workspace if device in rules.blas_workspaces_on else 0
     acts = activations(spec, rules, batch // micro, size, "none" if undone else technique,
-                       techniques.HALF_PRECISION.get(technique, size), device)
+                       techniques.HALF_PRECISION.get(technique, size), device, workspace)
+    # once a step ran, its forward's and its backward's threads each hold a workspace where the net multiplies
+    stepped = 2 * workspace if any(layer.kind == "dense" for layer in spec.layers) else 0
     accumulator = trainable * rules.accumulator_copies if micro > 1 else 0
     # inference runs the whole batch in fp32 whatever the training technique; only these change it: in place, tracked,
     # and (where the call holds every layer's output) the recomputed runs, each held as one layer's output
     forward = activations(spec, rules, batch, size, technique if technique in (
-        "inplace", "tracked", *(techniques.RECOMPUTING if rules.holds_outputs else ())) else "none", device=device)
+        "inplace", "tracked", *(techniques.RECOMPUTING if rules.holds_outputs else ())) else "none", device=device,
+        workspace=0 if kind == "train" else workspace)
     phase_names = PHASES[kind]
 
     def state_by(name: str) -> int:
@@ -561,7 +605,8 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         update = {"weights": weights, "inputs": inputs, "optimizer_state": state,
                   "gradients": min(trainable, largest * rules.in_flight) if streams else trainable,
                   "accumulated_gradients": accumulator,
-                  "update_temporaries": _update_temporaries(rules, optimizer, device, trainable, largest)}
+                  "update_temporaries": _update_temporaries(rules, optimizer, device, trainable, largest),
+                  **_workspaces(stepped)}
         # the state exists during the backward pass only if it was made before this step's forward
         made, here = phase_names.index(rules.optimizer_state_phase), phase_names.index(name)
         before = state if here > made or (here == made and rules.state_before_step) else 0
@@ -570,7 +615,8 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
                     "gradients": trainable if in_place_sum else acts.backward_gradients,
                     "accumulated_gradients": accumulator, "saved_activations": acts.backward_saved,
                     "half_weights": trainable // 2 if half else 0,
-                    "transient": acts.backward_peak - acts.backward_saved - acts.backward_gradients}
+                    "transient": acts.backward_peak - acts.backward_saved - acts.backward_gradients,
+                    **_workspaces(acts.backward_workspaces if name == "train_step_1" else stepped)}
         if sum(update.values()) >= sum(backward.values()):
             live = "the gradients in flight" if streams else "every gradient"
             return PhaseEstimate(name, f"optimizer update: the state and {live} live", update)
@@ -578,8 +624,12 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
 
     def resting(name: str, moment: str, extra: dict[str, int]) -> PhaseEstimate:
         kept = {"weights": weights, "inputs": inputs, "optimizer_state": state_by(name)}
-        if rules.keeps_gradients and name == "inference" and kind == "train":
-            kept["gradients"] = trainable
+        if accumulator and state_by(name):  # the accumulator is made with the state (optax.MultiSteps.init)
+            kept["accumulated_gradients"] = accumulator
+        if name == "inference" and kind == "train":
+            kept |= ({"gradients": trainable} if rules.keeps_gradients else {}) | _workspaces(stepped)
+        elif name == "inference":
+            kept |= _workspaces(forward.inference_workspaces)
         return PhaseEstimate(name, moment, kept | extra)
 
     phases = []
@@ -600,7 +650,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         elif name == "inference":
             phases.append(resting(name, "forward pass, no gradient tracking",
                                   {"transient": forward.inference_transient}))
-    if device in rules.keeps_pages_on:
+    if device in rules.keeps_pages_on and technique != "empty_cache":
         phases = _pages_kept(phases)
     return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
                     tuple(phases), floor(spec, kind, batch, optimizer, size, technique), hand_count(spec),

@@ -108,14 +108,14 @@ def _estimate(args: argparse.Namespace) -> int:
         raise SpecError(f"technique {args.technique}: {reason}")
     if args.technique == "accumulate" and (args.batch or spec.default_batch) % ACCUMULATION_STEPS:
         raise SpecError(f"accumulate splits the batch into {ACCUMULATION_STEPS} micro-batches: give a batch it divides")
-    analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
-                        args.technique)
     measured = constants.load(resolved)
     if resolved == "cuda" and measured:
         mismatch = constants.other_card(measured, args.gpu or nvml.visible_gpu_name())
         if mismatch:
             print(f"python -m suites estimate: warning: {mismatch}", file=sys.stderr)
     known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
+    analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
+                        args.technique, (known or {}).get("blas_workspace", 0))
     print(explain.render(analytic, known, str(constants.path(resolved).relative_to(constants.RESULTS.parent))))
     return 0
 

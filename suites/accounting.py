@@ -181,13 +181,13 @@ def _account(record: dict, known: dict | None, source: str) -> dict:
     scenario = Scenario.from_dict(record["scenario"])
     if scenario.kind not in ("train", "infer"):
         return {}
-    analytic = constants.analytic_estimate(scenario)
+    analytic = constants.analytic_estimate(scenario, known)
     return {
         "estimate": analytic.to_dict() | {
             "rules_why": RULES[analytic.rules].why,
             "constants": ({"source": source, "context": known["context"], "phases": known["phases"],
                            "git_commit": known["git_commit"], "measured_at": known["measured_at"]}
-                          | {key: known[key] for key in ("layers", "per_layer") if key in known}
+                          | {key: known[key] for key in ("layers", "per_layer", "blas_workspace") if key in known}
                           if known else {"missing": f"no probe of {scenario.framework} ({scenario.kind}) in {source}"}),
         },
         "comparison": comparison(record, analytic, known),

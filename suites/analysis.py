@@ -17,7 +17,7 @@ from suites.constants import PROBES
 from suites.figures import allocated_now, driver_peak, need
 
 NOT_ACTIVATIONS = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs",
-                   "update_temporaries", "init_temporaries", "retained_pages")
+                   "update_temporaries", "init_temporaries", "library_workspace", "retained_pages")
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,25 @@ def path(resolved_device: str) -> Path:
     return RESULTS / f"constants-{resolved_device}.json"
 
 
-def analytic_estimate(scenario: Scenario) -> Estimate:
+def analytic_estimate(scenario: Scenario, known: dict | None = None) -> Estimate:
+    """The scenario's estimate with the BLAS workspace its framework's constants measured on the device."""
     return estimate(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, scenario.dtype,
-                    scenario.framework, scenario.device, scenario.technique)
+                    scenario.framework, scenario.device, scenario.technique, (known or {}).get("blas_workspace", 0))
+
+
+def blas_workspace(record: dict) -> int | None:
+    """One BLAS workspace's bytes, from a probe: its allocator figure at inference beyond its tensors, divided by the
+    workspaces the rules place there (one per thread that multiplied in its dense layer). The probe's tensors are a
+    few hundred bytes, and nothing else its allocator counts stays: torch's rounding of them is the few KiB this
+    keeps. None where the rules place none on the device."""
+    scenario = Scenario.from_dict(record["scenario"])
+    found = measured_views(record, analytic_estimate(scenario)).get("inference", {}).get("allocator")
+    if found is None or found[0] <= found[1]:
+        return None
+    beyond = found[0] - found[1]
+    # with workspaces of that size the probe's peak is where the most of them are held: count them there
+    held = analytic_estimate(scenario, {"blas_workspace": beyond}).phase("inference").items.get("library_workspace", 0)
+    return round(beyond * beyond / held) if held else None
 
 
 def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tuple[int, int]]]:
@@ -62,12 +78,15 @@ def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tupl
     return views
 
 
-def from_probe(record: dict, measured_at: str | None = None) -> dict:
-    """One probe record's constants: the context, and per phase and view the bytes beyond the tensors."""
+def from_probe(record: dict, measured_at: str | None = None, workspace: int | None = None) -> dict:
+    """One probe record's constants: the context, the BLAS workspace (`workspace`, else the probe's own), and per
+    phase and view the bytes beyond the tensors, the workspaces among them."""
     scenario = Scenario.from_dict(record["scenario"])
-    views = measured_views(record, analytic_estimate(scenario))
+    workspace = blas_workspace(record) if workspace is None else workspace
+    known = {"blas_workspace": workspace} if workspace else {}
+    views = measured_views(record, analytic_estimate(scenario, known))
     context = figures.baseline(record, scenario.device)
-    return {
+    return known | {
         "layers": len(scenario.spec.layers),
         "context": context,
         "context_read": context,  # the probe's own reading: `context` is the one `_rebase` measures above
@@ -95,7 +114,7 @@ def per_layer(probe: dict, deep_record: dict, measured_at: str | None = None) ->
     depth probe's driver figures are first measured above the probe's context, so a reading that trailed in either
     does not tilt the slope."""
     scenario = Scenario.from_dict(deep_record["scenario"])
-    deep = from_probe(deep_record, measured_at)
+    deep = from_probe(deep_record, measured_at, probe.get("blas_workspace", 0))
     extra_layers = len(scenario.spec.layers) - probe["layers"]
     shift = {"driver": (deep["context"] or 0) - (probe["context"] or 0) if scenario.device in TRAILS else 0}
     return {"model": DEEP_PROBE, "probe_layers": probe["layers"], "extra_layers": extra_layers,

@@ -48,7 +48,7 @@ def rows(run: dict) -> list[Row]:
                     if figures.get(f"{key}relative_error") is not None:
                         found.append(Row(framework, scenario["model"], scenario["kind"], phase, view,
                                          source, figures["measured"], figures[f"{key}estimate"],
-                                         figures[f"{key}relative_error"]))
+                                         figures[f"{key}relative_error"], scenario.get("technique", "none")))
     return found
 
 

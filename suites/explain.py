@@ -18,7 +18,8 @@ LABELS = {
     "transient": "largest transient (in flight)",
     "update_temporaries": "optimizer update temporaries",
     "init_temporaries": "initializer temporaries",
-    "retained_pages": "a train step's pages still held",
+    "library_workspace": "BLAS workspaces (measured size)",
+    "retained_pages": "freed earlier, still held (driver only)",
 }
 
 
