@@ -441,10 +441,11 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
         worst = max(worst, (held_outputs + forward_workspace, saved, 0, forward_workspace))
     infer_views = _views(spec, ops, technique, training=False)
     forward = _tensors(spec, ops, infer_views)
-    transient = max((sum(forward.elements[t] for t in _live(forward, index)) * value
-                     + (workspace if matmuls and index >= matmuls[0] else 0),
-                     workspace if matmuls and index >= matmuls[0] else 0)
-                    for index in range(len(ops)) if index not in infer_views)
+    def forward_held(index: int) -> int:  # the forward thread's workspace, once it has multiplied
+        return workspace if matmuls and index >= matmuls[0] else 0
+
+    transient = max((sum(forward.elements[t] for t in _live(forward, index)) * value + forward_held(index),
+                     forward_held(index)) for index in range(len(ops)) if index not in infer_views)
     if rules.holds_outputs:  # the call holds every output until it returns: its peak is at the end, past any matmul
         transient = max(transient, (value * _held_peak(spec, ops, forward, group) + forward_workspace,
                                     forward_workspace))

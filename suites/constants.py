@@ -49,8 +49,9 @@ def blas_workspace(record: dict) -> int | None:
         return None
     beyond = found[0] - found[1]
     # with workspaces of that size the probe's peak is where the most of them are held: count them there
-    held = analytic_estimate(scenario, {"blas_workspace": beyond}).phase("inference").items.get("library_workspace", 0)
-    return round(beyond * beyond / held) if held else None
+    count = analytic_estimate(scenario, {"blas_workspace": beyond}).phase("inference").items.get(
+        "library_workspace", 0) // beyond
+    return beyond // count if count else None
 
 
 def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tuple[int, int]]]:
