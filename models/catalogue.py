@@ -101,7 +101,7 @@ def probe() -> ModelSpec:
     """One layer of each kind at minimal size: its memory is each framework's fixed cost per phase.
 
     Every suite runs it first; what it measures beyond its few tensors becomes the measured constants
-    the estimate adds (suites.constants).
+    the estimate adds (suites.analysis.constants).
     """
     layers = (Conv2D(2), ReLU(), MaxPool2D(2), Flatten(), Dense(1))
     return ModelSpec("probe", (8, 8, 1), layers, "mse", default_batch=1,

@@ -3,7 +3,7 @@
 Pure arithmetic over the spec's shapes, plus each framework's documented habits (RULES): which
 tensors its backward pass keeps, when its optimizer state appears, what its update step allocates.
 Figures that cannot be derived from a spec (the CUDA context, runtime overhead) are measured, and
-`suites.constants` adds them, labelled; nothing here imports a framework.
+`suites.analysis.constants` adds them, labelled; nothing here imports a framework.
 """
 
 from __future__ import annotations
@@ -481,7 +481,7 @@ class Estimate:
     floor: int
     activation_values_per_example: int  # the input and every layer output, activations in place (CS231n's)
     param_count: int
-    layers: int  # the spec's layers: a runtime that grows with depth is measured per layer (suites.constants)
+    layers: int  # the spec's layers: a runtime that grows with depth is measured per layer (suites.analysis.constants)
 
     @property
     def peak(self) -> PhaseEstimate:
@@ -569,7 +569,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     checkpointing, bnrelu and efficient keep only the inputs of the runs they recompute; in-place ReLU makes no new
     tensor; tracked inference keeps what a backward pass would need. Weights include batch norm's running
     statistics; gradients and optimizer state are sized by the trainable weights alone. `blas_workspace`: one BLAS
-    workspace's bytes on this card, measured (`suites.constants`), placed where the rules allocate them.
+    workspace's bytes on this card, measured (`suites.analysis.constants`), placed where the rules allocate them.
     """
     rules_name = framework if framework in RULES else "neutral"
     rules, size, batch = RULES[rules_name], DTYPES[dtype], batch or spec.default_batch

@@ -20,7 +20,7 @@ from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import SpecError, load_spec_file
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
-from suites import readout
+from suites.report import readout
 from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import SetupError, frameworks
 
@@ -57,7 +57,12 @@ def _run(args: argparse.Namespace) -> int:
         runfile.writable(Path(args.out))  # before measuring, not after
     record = run_scenario(scenario, timeout=args.timeout)
     saved = bool(args.out) and _saved(args.out, record)
-    print(json.dumps(record, indent=1) if args.json or (args.out and not saved) else readout.phase_table(record))
+    if args.json or (args.out and not saved):
+        print(json.dumps(record, indent=1))
+    else:
+        from suites.analysis import accounting
+
+        print(readout.phase_table(accounting.reaccount({"records": [record]})[0]))
     return 0 if record["status"] == "ok" else 1
 
 
@@ -96,7 +101,7 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from suites import constants, explain
+    from suites.analysis import constants, explain
     from suites.run import nvml
 
     spec = load_spec_file(args.model_file) if args.model_file else get_model(args.model)
@@ -108,7 +113,12 @@ def _estimate(args: argparse.Namespace) -> int:
         raise SpecError(f"technique {args.technique}: {reason}")
     if args.technique == "accumulate" and (args.batch or spec.default_batch) % ACCUMULATION_STEPS:
         raise SpecError(f"accumulate splits the batch into {ACCUMULATION_STEPS} micro-batches: give a batch it divides")
-    measured = constants.load(resolved)
+    source = Path(args.constants) if args.constants else constants.path(resolved)
+    measured = constants.load(resolved, source)
+    if args.constants and measured is None:
+        raise SpecError(f"{args.constants}: neither a constants file nor a run file with a finished probe")
+    if measured and measured.get("device") not in (None, resolved):
+        raise SpecError(f"{args.constants}: its constants were measured on {measured['device']}, not {resolved}")
     if resolved == "cuda" and measured:
         mismatch = constants.other_card(measured, args.gpu or nvml.visible_gpu_name())
         if mismatch:
@@ -116,12 +126,13 @@ def _estimate(args: argparse.Namespace) -> int:
     known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
     analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
                         args.technique, (known or {}).get("blas_workspace", 0))
-    print(explain.render(analytic, known, str(constants.path(resolved).relative_to(constants.RESULTS.parent))))
+    print(explain.render(analytic, known, str(source.resolve().relative_to(constants.ROOT))
+                         if source.resolve().is_relative_to(constants.ROOT) else str(source)))
     return 0
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from suites import fit
+    from suites.analysis import fit
     from suites.run.orchestrator import run_scenario
 
     budget = fit.parse_budget(args.budget)
@@ -142,7 +153,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from suites.bench import run_suite
+    from suites.bench.suite import run_suite
 
     start = "resume" if args.resume else "fresh" if args.fresh else "merge"
     return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout, start, args.executor,
@@ -158,7 +169,7 @@ def _run_file(path: str) -> dict:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from suites import compare
+    from suites.analysis import compare
 
     runs = [_run_file(path) for path in (args.base, args.new, *([args.repeat] if args.repeat else []))]
     if not 0 <= args.threshold < math.inf:
@@ -174,10 +185,10 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _constants(args: argparse.Namespace) -> int:
-    from suites import constants
+    from suites.analysis import constants
 
     run = _run_file(args.run_file)
-    target = constants.path(run["device"])
+    target = Path(args.run_file).parent / f"constants-{run['device']}.json"
     runfile.writable(target)
     taken = constants.from_run(run, target)
     if not taken:
@@ -187,14 +198,14 @@ def _constants(args: argparse.Namespace) -> int:
 
 
 def _errors(args: argparse.Namespace) -> int:
-    from suites import errors
+    from suites.analysis import errors
 
     print(errors.table([(path, _run_file(path)) for path in args.run_files]))
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from suites.report import render
+    from suites.report.render import render
 
     for path in render(Path(args.run_file)):
         print(f"wrote {path}")
@@ -240,6 +251,8 @@ def parser() -> argparse.ArgumentParser:
     guess.add_argument("--device", default="auto", choices=DEVICES)
     guess.add_argument("--gpu", help="the card to estimate for (default: the one NVML sees); a warning where the "
                                      "constants were measured on another")
+    guess.add_argument("--constants", help="a constants file or a run file whose probes give them (e.g. a local "
+                                           "run, results/local/default-cpu.json); default: the published run's")
     guess.set_defaults(action=_estimate)
 
     fits = commands.add_parser("fit", help="the largest batch within a memory budget, by bisection")
@@ -257,7 +270,8 @@ def parser() -> argparse.ArgumentParser:
     fits.add_argument("--out", help="also write the result and its probes as JSON here")
     fits.set_defaults(action=_fit)
 
-    bench = commands.add_parser("bench", help="run a suite, write results/<suite>-<device>.json, plot and report")
+    bench = commands.add_parser("bench", help="run a suite, write results/local/<suite>-<device>.json (git ignores "
+                                              "it; FOOTPRINT_RESULTS to write elsewhere), plot and report")
     bench.add_argument("--suite", default="default")
     bench.add_argument("--device", default="auto", choices=DEVICES)
     bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
@@ -283,8 +297,8 @@ def parser() -> argparse.ArgumentParser:
     versus.add_argument("--repeat", help="a second run of the base's code: a change must also pass its spread")
     versus.set_defaults(action=_compare)
 
-    taken = commands.add_parser("constants", help="results/constants-<device>.json from a run file's probes (a GPU "
-                                                  "run's make `estimate --device cuda` whole without a GPU)")
+    taken = commands.add_parser("constants", help="constants-<device>.json beside a run file, from its probes (a "
+                                                  "published run's are what `estimate` reads)")
     taken.add_argument("run_file")
     taken.set_defaults(action=_constants)
 

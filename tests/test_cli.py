@@ -11,9 +11,9 @@ import pytest
 from models.catalogue import listed_models
 from models.record import phase
 from models.scenario import PHASES, Scenario
-from suites import analysis
-from suites.matrix import scenarios
-from suites.report import render
+from suites.analysis import across_records
+from suites.bench.matrix import scenarios
+from suites.report.render import render
 from suites.run.registry import ROOT
 from suites.run.runfile import load
 from tests.conftest import run_cli
@@ -114,7 +114,7 @@ def test_every_committed_run_file_renders(run_file: Path, tmp_path: Path) -> Non
 
 def test_a_partial_run_renders_what_exists_and_lists_what_is_missing(tmp_path: Path) -> None:
     """Runs cut short: probes only, a timeout whose worker never wrote, none at all; each lists what is missing."""
-    run = json.loads((ROOT / "results" / "default-cpu.json").read_text())
+    run = json.loads((ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json").read_text())
     kept, absent = run["records"][-1], run["records"][-2]["scenario"]
     cut_short = {"schema_version": 1, "status": "timeout", "scenario": kept["scenario"], "phases": [],
                  "failure": {"phase": None, "message": "no result after 1 s; the worker was killed"},
@@ -131,7 +131,7 @@ def test_a_partial_run_renders_what_exists_and_lists_what_is_missing(tmp_path: P
 
 
 def test_compare_gates_a_grown_peak_and_warns_when_runs_differ(tmp_path: Path) -> None:
-    base = json.loads((ROOT / "results" / "default-cpu.json").read_text())
+    base = json.loads((ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json").read_text())
     grown = json.loads(json.dumps(base))
     record = next(r for r in grown["records"] if r["scenario"]["model"] == "keras200m" and r["status"] == "ok"
                   and r["scenario"]["framework"] == "keras-tensorflow" and r["scenario"]["kind"] == "train")
@@ -160,7 +160,8 @@ def test_compare_gates_a_grown_peak_and_warns_when_runs_differ(tmp_path: Path) -
 def test_sweeps_draw_a_line_only_where_it_fits_and_name_the_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     """The committed sweeps run: TensorFlow's allocator on keras-small rises in a step between batch 32 and 64
     (story 3's "grew in steps"); torch's host peak lies on its line. A user's grid replaces the batch sweep only."""
-    fits = {(f.framework, f.model): f for f in analysis.sweep_fits(load(ROOT / "results" / "sweeps-cpu.json"), "batch")}
+    sweeps = load(ROOT / "results" / "cpu-4bbc599" / "sweeps-cpu.json")
+    fits = {(f.framework, f.model): f for f in across_records.sweep_fits(sweeps, "batch")}
     steps = fits["keras-tensorflow", "keras-small"]
     assert not steps.linear and [(a, b) for a, b, _ in steps.steps] == [(32, 64)] and steps.steps[0][2] > 8 * 2**20
     assert fits["torch", "keras-small"].linear and fits["torch", "keras-small"].residual < 4 * 2**20

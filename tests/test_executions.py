@@ -10,9 +10,10 @@ from models import executions
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import SpecError
-from suites.report import markdown
+from suites.report.render import markdown
 from suites.run.orchestrator import run_scenario
-from suites.run.runfile import RESULTS, load
+from suites.run.registry import ROOT
+from suites.run.runfile import load
 from tests.conftest import run_cli
 
 
@@ -88,7 +89,7 @@ def test_every_framework_names_its_modes_and_refuses_others() -> None:
 def test_the_committed_compile_run_reports_every_mode() -> None:
     """The report's section reads the committed CPU run: each framework's modes beside its default, the mode that
     cannot run here with its reason."""
-    run = load(RESULTS / "compile-cpu.json")
+    run = load(ROOT / "results" / "cpu-a4d9e61" / "compile-cpu.json")
     text = markdown(run)
     assert "## What compiling costs and saves" in text
     assert "| torch | reduce-overhead | not applicable: CUDA graphs" in text

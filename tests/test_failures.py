@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from models.scenario import Scenario
-from suites import fit
+from suites.analysis import fit
 from suites.run import oom_kills
 from suites.run.orchestrator import _outcome, _read_record, run_scenario
 from suites.run.registry import ROOT

@@ -13,7 +13,7 @@ import pytest
 
 from models.catalogue import get_model
 from models.estimate import floor
-from suites import accounting, figures
+from suites.analysis import accounting, figures
 from suites.run.registry import ROOT
 
 RESULTS = ROOT / "results"
@@ -70,8 +70,8 @@ def test_no_measured_need_falls_below_the_floor(checked: dict[str, list[tuple[st
 
 def test_the_check_covers_the_cpu_runs_and_both_h100_runs(checked: dict[str, list[tuple[str, int, int]]]) -> None:
     assert len(checked["cpu"]) >= 70 and len(checked["cuda"]) >= 170, {k: len(v) for k, v in checked.items()}
-    assert {name.split(":")[0] for name, _, _ in checked["cpu"]} >= {"default-cpu.json", "techniques-cpu.json",
-                                                                      "sweeps-cpu.json", "allocators-cpu.json"}
+    assert {name.split(":")[0].split("/")[-1] for name, _, _ in checked["cpu"]} >= {
+        "default-cpu.json", "techniques-cpu.json", "sweeps-cpu.json", "allocators-cpu.json"}
     assert {name.split("/")[0] for name, _, _ in checked["cuda"]} >= {"h100-d2f1409", "h100-ec3adfa"}
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate
-from suites import constants, errors
+from suites.analysis import constants, errors
 from suites.run.registry import ROOT
 
 RUNS = ROOT / "results"
@@ -36,12 +36,12 @@ PINNED = {
     ("h100-ec3adfa/techniques-cuda.json", "torch", "allocator"): (0.020, 0.446),
     ("h100-ec3adfa/techniques-cuda.json", "torch", "driver"): (0.127, 0.324),
     ("h100-ec3adfa/techniques-cuda.json", "jax", "allocator"): (0.001, 0.196),
-    ("default-cpu.json", "torch", "driver"): (0.004, 0.316),
-    ("default-cpu.json", "keras-torch", "driver"): (0.011, 0.233),
-    ("default-cpu.json", "jax", "driver"): (0.102, 0.204),
-    ("default-cpu.json", "keras-jax", "driver"): (0.099, 0.230),
-    ("default-cpu.json", "keras-tensorflow", "allocator"): (0.025, 0.108),
-    ("default-cpu.json", "keras-tensorflow", "driver"): (0.083, 0.177),
+    ("cpu-eb50ac8/default-cpu.json", "torch", "driver"): (0.004, 0.316),
+    ("cpu-eb50ac8/default-cpu.json", "keras-torch", "driver"): (0.011, 0.233),
+    ("cpu-eb50ac8/default-cpu.json", "jax", "driver"): (0.102, 0.204),
+    ("cpu-eb50ac8/default-cpu.json", "keras-jax", "driver"): (0.099, 0.230),
+    ("cpu-eb50ac8/default-cpu.json", "keras-tensorflow", "allocator"): (0.025, 0.108),
+    ("cpu-eb50ac8/default-cpu.json", "keras-tensorflow", "driver"): (0.083, 0.177),
 }
 
 
@@ -87,7 +87,7 @@ def test_a_trailing_context_reading_does_not_count_as_the_model() -> None:
 
 
 def test_the_committed_gpu_constants_are_the_h100_runs_probes() -> None:
-    committed = json.loads((RUNS / "constants-cuda.json").read_text())
+    committed = json.loads((RUNS / "h100-ec3adfa" / "constants-cuda.json").read_text())
     taken, _ = constants.of_run(_run("h100-ec3adfa/default-cuda.json"))
     assert committed["frameworks"] == taken["frameworks"]
     assert constants.card(committed) == "NVIDIA H100 80GB HBM3"

@@ -7,7 +7,6 @@ them is recomputed here by the same functions.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from models.record import STATIC_PLAN, phase
-from suites import accounting, figures, fit, known, plots
+from suites.analysis import accounting, figures, fit
+from suites.report import plots
+from suites.run import known
 from suites.run.registry import ROOT
 
 RUNS = ROOT / "results" / "h100-d2f1409"
@@ -146,7 +147,7 @@ def test_the_fit_finder_counts_a_pool_as_what_the_model_used(default: dict) -> N
 
 
 def test_committed_gpu_run_files_render(tmp_path: Path) -> None:
-    from suites.report import render
+    from suites.report.render import render
 
     for suite in ("default", "allocators"):
         copy = tmp_path / f"{suite}-cuda.json"
@@ -168,23 +169,29 @@ def test_the_first_runs_fit_answer_reads_as_unknown_today() -> None:
 
 
 def test_a_gpu_runs_probes_let_a_machine_without_one_estimate_for_that_gpu(tmp_path: Path) -> None:
-    """`constants` takes the H100 run's probes; `estimate --device cuda` then adds them, labelled with the GPU, its
-    driver and the framework versions; a run without probes is refused in one line."""
-    env = os.environ | {"FOOTPRINT_RESULTS": str(tmp_path)}
-
+    """`constants` takes a GPU run's probes into constants-cuda.json beside it; `estimate --device cuda` reads the
+    published run's by default and another's with --constants, labelled with the GPU, its driver and the framework
+    versions; a run without probes is refused in one line."""
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "suites", *args], cwd=ROOT, capture_output=True, text=True,
-                              env=env, timeout=120)
+                              timeout=120)
 
-    missing = cli("estimate", "--model", "keras200m", "--framework", "torch", "--device", "cuda")
-    assert "context and runtime overhead not included: no probe of torch (train) on cuda" in missing.stdout
-    taken = cli("constants", str(RUNS / "default-cuda.json"))
+    published = cli("estimate", "--model", "keras200m", "--framework", "torch", "--device", "cuda")
+    assert "measured constants from results/h100-ec3adfa/constants-cuda.json" in published.stdout
+    run = tmp_path / "default-cuda.json"
+    run.write_text((RUNS / "default-cuda.json").read_text())
+    taken = cli("constants", str(run))
     assert taken.returncode == 0 and "constants of 4 probe records" in taken.stdout, taken.stderr
-    made = cli("estimate", "--model", "keras200m", "--framework", "torch", "--device", "cuda")
+    made = cli("estimate", "--model", "keras200m", "--framework", "torch", "--device", "cuda",
+               "--constants", str(tmp_path / "constants-cuda.json"))
     probe = json.loads((tmp_path / "constants-cuda.json").read_text())["frameworks"]["torch"]["train"]
     assert f"context ({probe['context'] / 2**20:,.1f} MiB)" in made.stdout
     assert "the probe model on NVIDIA H100 80GB HBM3, driver 580.159.04, 80 GiB, torch 2.11.0+cu130" in made.stdout
+    assert made.stdout == cli("estimate", "--model", "keras200m", "--framework", "torch", "--device", "cuda",
+                              "--constants", str(run)).stdout.replace(str(run), str(tmp_path / "constants-cuda.json"))
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps(json.loads((RUNS / "default-cuda.json").read_text()) | {"records": []}))
     refused = cli("constants", str(empty))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "no finished probe record" in refused.stderr
+    unusable = cli("estimate", "--model", "keras200m", "--device", "cuda", "--constants", str(empty))
+    assert unusable.returncode == 2 and "neither a constants file nor a run file" in unusable.stderr

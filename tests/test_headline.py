@@ -8,9 +8,10 @@ import re
 
 import pytest
 
-from suites import accounting, headline, plots
-from suites.constants import PROBES
-from suites.figures import MIB
+from suites.analysis import accounting
+from suites.analysis.constants import PROBES
+from suites.analysis.figures import MIB
+from suites.report import headline, plots
 from suites.run.registry import ROOT
 
 RUNS = ROOT / "results" / "h100-ec3adfa"

@@ -13,7 +13,7 @@ import pytest
 from models import allocators, backends
 from models.record import phase
 from models.scenario import Scenario
-from suites import analysis
+from suites.analysis import across_records
 from suites.run import runfile
 from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT, frameworks
@@ -34,7 +34,7 @@ def test_keras_has_its_backends_allocator_modes(framework: str) -> None:
 
 def test_records_of_the_first_tensorflow_adapter_read_as_keras_tensorflow() -> None:
     """It ran Keras on TensorFlow under the name `tensorflow`; committed CPU runs still carry that name."""
-    path = ROOT / "results" / "allocators-cpu.json"
+    path = ROOT / "results" / "cpu-04e7e70" / "allocators-cpu.json"
     assert "tensorflow" in {r["scenario"]["framework"] for r in json.loads(path.read_text())["records"]}
     names = {r["scenario"]["framework"] for r in runfile.load(path)["records"]}
     assert "keras-tensorflow" in names and "tensorflow" not in names
@@ -52,8 +52,8 @@ def test_keras_on_torch_leaves_its_gradients_where_torch_keeps_them() -> None:
 
 
 def test_keras_overhead_pairs_each_keras_record_with_its_raw_backend() -> None:
-    run = runfile.load(ROOT / "results" / "default-cpu.json")
-    found = analysis.keras_overhead(run)
+    run = runfile.load(ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json")
+    found = across_records.keras_overhead(run)
     assert {(o.keras, o.raw) for o in found} == {("keras-jax", "jax"), ("keras-torch", "torch")}
     records = {(r["scenario"]["framework"], r["scenario"]["model"], r["scenario"]["kind"]): r for r in run["records"]}
     for overhead in found:

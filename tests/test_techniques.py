@@ -9,7 +9,7 @@ from models.estimate import RULES, activations, estimate
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import SpecError
-from suites import analysis, fit
+from suites.analysis import across_records, fit
 from suites.run.orchestrator import run_scenario
 from tests.conftest import FRAMEWORKS, run_cli
 
@@ -60,7 +60,7 @@ def test_estimate_covers_each_technique() -> None:
 
 
 def test_growth_fit_recovers_a_known_exponent_under_a_constant() -> None:
-    exponent, slope, offset, *_ = analysis._fit([(n, int(9e7 + 3e6 * n**0.5)) for n in (8, 16, 32, 64, 128, 256)])
+    exponent, slope, offset, *_ = across_records._fit([(n, int(9e7 + 3e6 * n**0.5)) for n in (8, 16, 32, 64, 128, 256)])
     assert exponent == pytest.approx(0.5, abs=0.011) and slope > 0 and offset == pytest.approx(9e7, rel=0.05)
 
 

@@ -20,10 +20,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from models.record import STATUSES, one_line
+from models.record import STATUSES
 from models.scenario import Scenario
-from suites import accounting, constants, known
-from suites.run import device, environment, nvml, oom_kills
+from suites.run import device, environment, known, nvml, oom_kills
 from suites.run.registry import ROOT, interpreter
 
 # Inherited from the caller; everything else the worker sees is set on purpose.
@@ -245,17 +244,4 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     cause = known.classify(record) if record["status"] != "ok" else None
     if cause:
         record["failure"]["known_cause"] = cause
-    return accounted(record)
-
-
-def accounted(record: dict) -> dict:
-    """The record with its estimate from the constants on file now: a suite that ran its scenarios ahead accounts
-    them again once the probes' constants are in."""
-    try:
-        record |= accounting.account(record, constants.load(record["scenario"]["device"]))
-        record.pop("accounting_error", None)
-    except Exception as error:  # never lose a measurement to the arithmetic beside it
-        record["accounting_error"] = one_line(error)
-        label = Scenario.from_dict(record["scenario"]).label
-        print(f"footprint: warning: {label}: no estimate: {record['accounting_error']}", file=sys.stderr)
     return record

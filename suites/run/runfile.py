@@ -27,7 +27,9 @@ from models.spec import ModelSpec
 from suites.run import device, environment
 from suites.run.registry import ROOT, SetupError, frameworks
 
-RESULTS = Path(os.environ.get("FOOTPRINT_RESULTS") or ROOT / "results")  # run files and constants go here
+# A local run's files: git ignores results/local/, so a bench never overwrites a published run
+# (results/<machine>-<commit>/).
+RESULTS = Path(os.environ.get("FOOTPRINT_RESULTS") or ROOT / "results" / "local")
 _LOCKS: dict[Path, IO] = {}  # the run files this process holds, so the bench command and pytest share one lock
 
 

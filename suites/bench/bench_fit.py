@@ -7,8 +7,8 @@ import os
 import pytest
 
 from models.scenario import Scenario
-from suites import fit
-from suites.matrix import Question, fit_questions
+from suites.analysis import fit
+from suites.bench.matrix import Question, fit_questions
 from suites.run.orchestrator import DEFAULT_TIMEOUT_S, run_scenario
 
 QUESTIONS = fit_questions()

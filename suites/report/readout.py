@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from models.record import phase
 from models.scenario import Scenario
-from suites.figures import driver_peak, highest, mib, need
+from suites.analysis.figures import driver_peak, highest, mib, need
 
 
 def _error(record: dict, name: str) -> str:

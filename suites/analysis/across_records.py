@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from models import backends, executions, techniques
 from models.record import phase
 from models.scenario import Scenario
-from suites.constants import PROBES
-from suites.figures import allocated_now, driver_peak, need
+from suites.analysis.constants import PROBES
+from suites.analysis.figures import allocated_now, driver_peak, need
 
 NOT_ACTIVATIONS = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs",
                    "update_temporaries", "init_temporaries", "library_workspace", "retained_pages")

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from suites import readout
-from suites.matrix import batch_grid, size, suite_settings
-from suites.report import render
+from suites.bench.matrix import batch_grid, size, suite_settings
+from suites.report import readout
+from suites.report.render import render
 from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import ROOT, interpreter
 from suites.run.runfile import run_path
@@ -32,7 +32,7 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
     runfile.lock(run_path(suite, resolved))  # a second run on the same file is refused here, in one line
     print(f"footprint: suite {suite}, {size(suite)} on {device.describe(resolved)}", flush=True)
     # pytest-benchmark runs each scenario once and prints no seconds table: the memory lines below replace it
-    code = pytest.main([str(ROOT / "suites" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
+    code = pytest.main([str(ROOT / "suites" / "bench" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
                         "--benchmark-disable", "-W", "ignore::DeprecationWarning"])
     path = run_path(suite, resolved)
     if path.exists():

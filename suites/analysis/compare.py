@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from models.record import phase
 from models.scenario import Scenario
-from suites.figures import driver_peak, need
+from suites.analysis.figures import driver_peak, need
 from suites.run.runfile import identity
 
 MIB = 2**20

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from models import allocators
 from models.record import phase
 from models.scenario import Scenario
-from suites import plots
-from suites.constants import PROBES
-from suites.figures import MIB, driver_peak, highest, mib, need
+from suites.analysis.constants import PROBES
+from suites.analysis.figures import MIB, driver_peak, highest, mib, need
+from suites.report import plots
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import statistics
 from dataclasses import dataclass
 
 from models import executions
-from suites import accounting
-from suites.constants import PROBES
+from suites.analysis import accounting
+from suites.analysis.constants import PROBES
 
 VIEW_NAMES = {"driver": "rise above the context (driver's view)", "allocator": "allocator's peak"}
 

@@ -1,16 +1,17 @@
 """Every record's estimate beside its measurement: the error per phase, the measured breakdown, the floor.
 
-Added by the orchestrator to each record it returns, from the record and the measured constants alone,
-so a record read years later still says what was predicted, with which rules and which constants.
+Computed where a run is read (the report, `errors`, `compare`, the terminal), never by the run machinery, from
+the record and the measured constants alone: the run's own probes where it has them, else the published ones.
+Older run files stored their estimate; the constants they name are used again, with today's rules.
 """
 
 from __future__ import annotations
 
 from models.estimate import RULES, Estimate
-from models.record import STATIC_PLAN
+from models.record import STATIC_PLAN, one_line
 from models.record import phase as named_phase
 from models.scenario import Scenario
-from suites import constants, figures
+from suites.analysis import constants, figures
 
 MEASURED, DERIVED = "measured", "derived"
 RESIDUAL = {
@@ -156,14 +157,21 @@ def account(record: dict, known_constants: dict | None, source: str = "") -> dic
     """The estimate, comparison, breakdown and floor for one record (nothing for internal scenario kinds)."""
     scenario = Scenario.from_dict(record["scenario"])
     known = constants.lookup(known_constants, scenario.framework, scenario.kind)
-    return _account(record, known, source or constants.path(scenario.device).name)
+    return _account(record, known, source or published(scenario.device))
+
+
+def published(resolved_device: str) -> str:
+    """The published constants' file, as the report names it."""
+    return str(constants.path(resolved_device).relative_to(constants.ROOT))
 
 
 def refresh(record: dict) -> dict:
-    """`account` again, with the constants the record was measured with: a report of an older run file
-    shows today's arithmetic over the same measurements."""
+    """`account` again, with the constants the record was measured with where it stored them (an older run file),
+    else with the published ones: a report shows today's arithmetic over the same measurements."""
     stored = (record.get("estimate") or {}).get("constants") or {}
-    known = None if "missing" in stored or not stored else stored
+    if not stored:
+        return account(record, constants.load(record["scenario"]["device"]))
+    known = None if "missing" in stored else stored
     return _account(record, known, stored.get("source", ""))
 
 
@@ -171,10 +179,15 @@ def reaccount(run: dict) -> list[dict]:
     """A run file's records accounted again with today's rules: with the constants its own probes give where it has
     them (never from the records being estimated), else with those each record was measured with."""
     taken, labels = constants.of_run(run)
-    if taken is None:
-        return [record | refresh(record) for record in run["records"]]
     source = f"the run's {len(labels)} probe records"
-    return [record | account(record, taken, source) for record in run["records"]]
+
+    def accounted(record: dict) -> dict:
+        try:
+            return record | (refresh(record) if taken is None else account(record, taken, source))
+        except Exception as error:  # a record the arithmetic cannot read is still shown, with the reason
+            return record | {"accounting_error": one_line(error)}
+
+    return [accounted(record) for record in run["records"]]
 
 
 def _account(record: dict, known: dict | None, source: str) -> dict:

@@ -12,7 +12,7 @@ from models import allocators, executions
 from models.catalogue import get_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
-from suites.constants import PROBES
+from suites.analysis.constants import PROBES
 from suites.run import device
 from suites.run.registry import frameworks
 from suites.run.runfile import identity
@@ -44,7 +44,7 @@ RESNET_BATCHES = (2, 4, 8, 16)
 
 @dataclass(frozen=True)
 class Question:
-    """A story's "does it fit?": the fit suite answers it per framework by bisection (suites.fit)."""
+    """A story's "does it fit?": the fit suite answers it per framework by bisection (suites.analysis.fit)."""
 
     story: str
     model: str

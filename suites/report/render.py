@@ -7,10 +7,11 @@ from pathlib import Path
 
 from models.record import STATIC_PLAN, phase
 from models.scenario import PHASES, Scenario
-from suites import accounting, analysis, errors, fit, headline, known, plots
-from suites.constants import PROBES
-from suites.figures import driver_peak, mib, need
-from suites.run import runfile
+from suites.analysis import accounting, across_records, errors, fit
+from suites.analysis.constants import PROBES
+from suites.analysis.figures import driver_peak, mib, need
+from suites.report import headline, plots
+from suites.run import known, runfile
 
 
 def _share(value: float | None) -> str:
@@ -140,7 +141,7 @@ def _signed(value: int | None) -> str:
 
 def _keras_section(run: dict) -> list[str]:
     """Per model and kind, what Keras adds on each backend per phase: holds / needs minus the raw framework's."""
-    found = analysis.keras_overhead(run)
+    found = across_records.keras_overhead(run)
     if not found:
         return []
     lines = ["", "## What Keras adds on each backend", "",
@@ -160,7 +161,7 @@ def _keras_section(run: dict) -> list[str]:
 def _execution_section(run: dict) -> list[str]:
     """Per model and kind, each framework's modes: the peak and seconds of every phase from compile on, and what
     the steady phase holds against the framework's default mode."""
-    found = analysis.execution_modes(run)
+    found = across_records.execution_modes(run)
     if not found:
         return []
     lines = ["", "## What compiling costs and saves", "",
@@ -170,7 +171,7 @@ def _execution_section(run: dict) -> list[str]:
              "(`train_step_2`, or `inference` for an infer scenario) against the same framework's default mode; "
              "negative: the mode held less."]
     for model, kind in dict.fromkeys((m.model, m.kind) for m in found):
-        names = [name for name in analysis.COMPILED_PHASES if name in PHASES[kind]]
+        names = [name for name in across_records.COMPILED_PHASES if name in PHASES[kind]]
         lines += ["", f"**{model}, {kind}**", "",
                   "| framework | mode | " + " | ".join(names) + " | steady vs default |",
                   "|---|---|" + "---:|" * (len(names) + 1)]
@@ -188,7 +189,7 @@ def _execution_section(run: dict) -> list[str]:
 
 def _savings_section(run: dict) -> list[str]:
     """Per technique and framework: bytes and share saved at the peak, the prediction, the time cost."""
-    found = analysis.savings(run)
+    found = across_records.savings(run)
     if not found:
         return []
     lines = ["", "## What each technique saves", "",
@@ -225,7 +226,7 @@ def _sweeps_section(run: dict) -> list[str]:
     """The fitted growth with batch and depth."""
     lines = []
     for axis in ("batch", "depth"):
-        for growth in analysis.sweep_fits(run, axis):
+        for growth in across_records.sweep_fits(run, axis):
             if not lines:
                 lines = ["", "## Growth with batch and depth", "",
                          "Fitted y = c + b x^k by least squares (k in steps of 0.01), and the linear slope. "

@@ -1,7 +1,7 @@
 """Turns a suite's scenarios into pytest-benchmark tests: one fresh worker per test.
 
 Each test records its scenario in the suite's run file whatever the outcome; it fails only
-when the worker ended in `error` or `crashed` for no known cause (suites.known), which needs a look.
+when the worker ended in `error` or `crashed` for no known cause (suites.run.known), which needs a look.
 `oom` and `timeout` are results.
 """
 
@@ -13,8 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from models.scenario import Scenario
-from suites import constants, readout
-from suites.run.orchestrator import accounted
+from suites.report import readout
 from suites.run.runfile import identity
 
 NEEDS_A_LOOK = ("error", "crashed")
@@ -44,13 +43,9 @@ def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
             pytest.skip("already ok in the run file (--resume)")
         benchmark.group = f"{scenario.model} {scenario.kind} ({scenario.device})"
         record = benchmark.pedantic(executor.result, args=(scenario,), rounds=1, iterations=1)
-        if executor.concurrency > 1 and scenario.model not in constants.PROBES:
-            record = accounted(record)  # measured beside the probes: estimated with the constants they gave
         run.add(record)
         if run.write_failure:  # said in one line by the run file; what was measured before stays
             pytest.exit(run.write_failure, returncode=1)
-        if scenario.model in constants.PROBES:
-            constants.update(record)
         benchmark.extra_info["record"] = record
         record_property("footprint", readout.one_line(record))
         if record["status"] in NEEDS_A_LOOK and not record["failure"].get("known_cause"):

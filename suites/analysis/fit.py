@@ -21,7 +21,7 @@ from models import backends
 from models.scenario import Scenario
 from models.spec import SpecError
 from models.techniques import ACCUMULATION_STEPS
-from suites import figures
+from suites.analysis import figures
 from suites.run import nvml
 
 UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}

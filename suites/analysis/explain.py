@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from models.estimate import CATEGORIES, RULES, Estimate
 from models.scenario import DTYPES
-from suites import constants
+from suites.analysis import constants
 
 MIB = 2**20
 LABELS = {

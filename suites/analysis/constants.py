@@ -6,8 +6,9 @@ per framework, scenario kind and phase, its measured figure minus its few analyt
 that framework's fixed cost on this device. The depth probe follows it: the same tiny tensors through
 about a hundred layers; what it holds beyond the probe, divided by the layers it has more, is the
 runtime each further layer costs (XLA's compiled code, TensorFlow's traced graph), which the estimate
-adds per layer of a net. They are kept in results/constants-<device>.json with where, when and with
-which versions they were measured, and always labelled as measured.
+adds per layer of a net. A run's constants are computed where the run is read (`of_run`); those of the
+published run per device (`PUBLISHED`) are kept in its folder as constants-<device>.json, with where, when and
+with which versions they were measured, and always labelled as measured.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from pathlib import Path
 from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
-from suites import figures
-from suites.run.runfile import RESULTS
+from suites.analysis import figures
+from suites.run.registry import ROOT
 
 PROBE, DEEP_PROBE = "probe", "probe-deep"
 PROBES = (PROBE, DEEP_PROBE)
@@ -28,8 +29,13 @@ KIND = "footprint.constants"
 TRAILS = ("cuda",)  # the devices whose driver reading of a new context can trail it (NVML; host RSS does not)
 
 
+# The published run whose probes give each device's constants: `estimate` reads these unless told otherwise, so a
+# local `make bench` never changes what it says.
+PUBLISHED = {"cpu": ROOT / "results" / "cpu-a4d9e61", "cuda": ROOT / "results" / "h100-ec3adfa"}
+
+
 def path(resolved_device: str) -> Path:
-    return RESULTS / f"constants-{resolved_device}.json"
+    return PUBLISHED[resolved_device] / f"constants-{resolved_device}.json"
 
 
 def analytic_estimate(scenario: Scenario, known: dict | None = None) -> Estimate:
@@ -165,13 +171,18 @@ def overhead(known: dict | None, phase: str, view: str, layers: int) -> int | No
 
 
 def load(resolved_device: str, source: Path | None = None) -> dict | None:
-    """The device's constants, or None where no probe has run on it."""
+    """The device's published constants, or those in `source` (a constants file, or a run file whose probes give
+    them); None where there are none."""
     source = source or path(resolved_device)
     try:
         data = json.loads(source.read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    return data if data.get("kind") == KIND and data.get("schema_version") == SCHEMA_VERSION else None
+    if data.get("schema_version") != SCHEMA_VERSION:
+        return None
+    if data.get("kind") == KIND:
+        return data
+    return of_run(data)[0] if isinstance(data.get("records"), list) else None
 
 
 def merge(data: dict, record: dict, measured_at: str | None = None) -> bool:
@@ -196,14 +207,6 @@ def _empty(record: dict) -> dict:
     return {"schema_version": SCHEMA_VERSION, "kind": KIND, "device": record["scenario"]["device"],
             "device_description": _measured_on(record), "machine": record.get("run", {}).get("machine"),
             "model": PROBE, "frameworks": {}}
-
-
-def update(record: dict, target: Path | None = None, measured_at: str | None = None) -> None:
-    """`merge` into the device's constants file."""
-    target = target or path(record["scenario"]["device"])
-    data = load(record["scenario"]["device"], target) or _empty(record)
-    if merge(data, record, measured_at):
-        atomic_write_json(target, data)
 
 
 def card(data: dict) -> str:

@@ -15,9 +15,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from models import backends  # noqa: E402
 from models.record import STATIC_PLAN  # noqa: E402
 from models.scenario import PHASES, Scenario  # noqa: E402
-from suites import analysis, errors  # noqa: E402
-from suites.constants import PROBES  # noqa: E402
-from suites.figures import allocated_now, context_alone, driver_peak, need  # noqa: E402
+from suites.analysis import (
+    across_records,
+    errors,  # noqa: E402
+)
+from suites.analysis.constants import PROBES  # noqa: E402
+from suites.analysis.figures import allocated_now, context_alone, driver_peak, need  # noqa: E402
 
 MIB = 2**20
 
@@ -300,14 +303,15 @@ def estimate_vs_measured(run: dict, path: Path) -> Path:
 
 def technique_savings(run: dict, path: Path) -> Path:
     """Per technique, each framework's measured saving at the training peak (bars) and the predicted (marks)."""
-    found = [s for s in analysis.savings(run) if s.unavailable is None]
-    frameworks = list(dict.fromkeys(s.framework for s in analysis.savings(run)))
-    models = list(dict.fromkeys(s.model for s in analysis.savings(run)))
+    found = [s for s in across_records.savings(run) if s.unavailable is None]
+    frameworks = list(dict.fromkeys(s.framework for s in across_records.savings(run)))
+    models = list(dict.fromkeys(s.model for s in across_records.savings(run)))
 
-    def label(saving: analysis.Saving) -> str:
+    def label(saving: across_records.Saving) -> str:
         return saving.technique if len(models) == 1 else f"{saving.technique} ({saving.model})"
 
-    labels = list(dict.fromkeys(label(s) for s in sorted(analysis.savings(run), key=lambda s: models.index(s.model))))
+    ordered = sorted(across_records.savings(run), key=lambda s: models.index(s.model))
+    labels = list(dict.fromkeys(label(s) for s in ordered))
     figure, axes = _grid(1, 2)
     width = 0.8 / max(len(frameworks), 1)
     for index, framework in enumerate(frameworks):
@@ -330,7 +334,7 @@ def technique_savings(run: dict, path: Path) -> Path:
 def execution_modes(run: dict, path: Path) -> Path:
     """Per model and kind, one bar per framework and mode: what the steady phase held (solid) and what compiling
     held beyond it (hatched), with the seconds compiling took; a mode that cannot run here says why."""
-    found = analysis.execution_modes(run)
+    found = across_records.execution_modes(run)
     groups = list(dict.fromkeys((m.model, m.kind) for m in found))
     frameworks = list(dict.fromkeys(m.framework for m in found))
     figure, axes = _grid(len(groups), 1)
@@ -364,7 +368,7 @@ MARKERS = (("o", "circles"), ("s", "squares"), ("^", "triangles"), ("D", "diamon
 def sweeps(run: dict, path: Path) -> Path:
     """Memory against batch (keras-small) and depth (plain-N, with and without checkpointing), with fitted slopes."""
     frameworks = list(dict.fromkeys(r["scenario"]["framework"] for r in run["records"]))
-    swept = {name: fits for name in ("batch", "depth") if (fits := analysis.sweep_fits(run, name))}
+    swept = {name: fits for name in ("batch", "depth") if (fits := across_records.sweep_fits(run, name))}
     figure, axes = _flow(len(swept))  # only the sweeps the run has: no empty panel
     for axis, (axis_name, fits) in zip(axes, swept.items(), strict=True):
         models = list(dict.fromkeys(fit.model for fit in fits))

@@ -1,0 +1,1 @@
+"""What a run file says once read: estimates, errors, constants, savings, fits."""

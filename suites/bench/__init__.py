@@ -1,0 +1,1 @@
+"""The suites as pytest-benchmark files, and what runs them."""

@@ -1,0 +1,1 @@
+"""What a person reads: the Markdown report, the plots, the terminal lines."""
