@@ -177,10 +177,21 @@ def _compare(args: argparse.Namespace) -> int:
     for difference in compare.differences(*runs[:2]):
         print(f"python -m suites compare: warning: not like for like: {difference}", file=sys.stderr)
     found, only_base, only_new = compare.changes(*runs[:2])
-    if args.repeat:  # a second run of the base's code: how far each figure moves on its own
-        found = compare.with_spread(found, compare.changes(runs[0], runs[2])[0])
+    if args.repeat or args.store_spread:  # two runs of the same code: how far each framework's views move alone
+        by, spread_from = compare.spread(runs[0], runs[-1]), f"measured against {args.repeat or args.new}"
+    else:
+        by, spread_from = compare.stored_spread(runs[0], args.base) or compare.stored_spread(runs[1], args.new) \
+            or ({}, None)
+    if args.store_spread:
+        for path in (args.base, args.new):
+            runfile.writable(Path(path))
+        for path, other in ((args.base, args.new), (args.new, args.base)):
+            compare.store_spread(Path(path), Path(other), by)
+            print(f"stored the run-to-run spread in {path} ({compare.SPREAD_FIELD})")
+    found = compare.with_spread(found, by)
     threshold = args.threshold / 100
     print(compare.render(found, only_base, only_new, threshold, args.all))
+    print(compare.verdict(found, threshold, runs[0]["device"] != "cuda", spread_from))
     return 1 if compare.grew(found, threshold) else 0
 
 
@@ -201,6 +212,21 @@ def _errors(args: argparse.Namespace) -> int:
     from suites.analysis import errors
 
     print(errors.table([(path, _run_file(path)) for path in args.run_files]))
+    return 0
+
+
+def _stories(args: argparse.Namespace) -> int:
+    from suites.report import stories
+
+    if args.check:
+        current = stories.PAGE.read_text() if stories.PAGE.exists() else ""
+        if current != stories.markdown():
+            print(f"{stories.PAGE.relative_to(stories.ROOT)} differs from the published runs: run "
+                  "`python -m suites stories` and commit it", file=sys.stderr)
+            return 1
+        print(f"{stories.PAGE.relative_to(stories.ROOT)} matches the published runs")
+        return 0
+    print(f"wrote {stories.write().relative_to(stories.ROOT)}")
     return 0
 
 
@@ -294,7 +320,11 @@ def parser() -> argparse.ArgumentParser:
     versus.add_argument("new")
     versus.add_argument("--threshold", type=float, default=5.0, help="percent a gated peak may grow (default 5)")
     versus.add_argument("--all", action="store_true", help="list every change, not only those past the threshold")
-    versus.add_argument("--repeat", help="a second run of the base's code: a change must also pass its spread")
+    spread = versus.add_mutually_exclusive_group()
+    spread.add_argument("--repeat", help="a second run of the base's code: gate with the spread of each framework's "
+                                         "views between the two (else the spread a run file stores)")
+    spread.add_argument("--store-spread", action="store_true", help="BASE and NEW are two runs of the same code: "
+                                                                    "store the spread between them in both")
     versus.set_defaults(action=_compare)
 
     taken = commands.add_parser("constants", help="constants-<device>.json beside a run file, from its probes (a "
@@ -306,6 +336,11 @@ def parser() -> argparse.ArgumentParser:
                                                "run file read with today's rules and its own probes' constants")
     wrong.add_argument("run_files", nargs="+")
     wrong.set_defaults(action=_errors)
+
+    told = commands.add_parser("stories", help="docs/stories.md: the four user stories answered from the published "
+                                               "run files")
+    told.add_argument("--check", action="store_true", help="exit 1 where docs/stories.md differs from the runs")
+    told.set_defaults(action=_stories)
 
     report = commands.add_parser("report", help="render the plot and Markdown report of a run file")
     report.add_argument("run_file")

@@ -132,6 +132,7 @@ def test_a_partial_run_renders_what_exists_and_lists_what_is_missing(tmp_path: P
 
 def test_compare_gates_a_grown_peak_and_warns_when_runs_differ(tmp_path: Path) -> None:
     base = json.loads((ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json").read_text())
+    del base["repeat_spread"]  # TensorFlow's allocator repeats only within 5.5 %: with its spread it is not gated
     grown = json.loads(json.dumps(base))
     record = next(r for r in grown["records"] if r["scenario"]["model"] == "keras200m" and r["status"] == "ok"
                   and r["scenario"]["framework"] == "keras-tensorflow" and r["scenario"]["kind"] == "train")

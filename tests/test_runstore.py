@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 
 from models.scenario import Scenario
+from suites.report.render import markdown
 from suites.run import runfile
 from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT
@@ -127,3 +128,18 @@ def test_an_output_location_that_cannot_be_written_is_refused_before_measuring(t
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"cannot write {blocked}/results/default-cpu.json: Not a directory" in done.stderr
     assert "SKIPPED" not in done.stdout and "ok" not in done.stdout
+
+
+def test_a_merged_run_lists_every_commit_its_records_came_from_and_the_report_says_so(tmp_path: Path) -> None:
+    """A run whose records were measured at two commits (a narrowed rerun after a change) names both, with counts,
+    where its top-level git_commit names only the newest."""
+    published = load(ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json")["records"][:3]
+    published[0] = published[0] | {"run": published[0]["run"] | {"git_commit": "0123456789abcdef"}}
+    run = runfile.RunFile("default", "cpu", tmp_path / "default-cpu.json")
+    for record in published:
+        run.add(record)
+    run.finish()
+    written = load(tmp_path / "default-cpu.json")
+    assert list(written["git_commits"].items()) == [(published[1]["run"]["git_commit"], 2), ("0123456789abcdef", 1)]
+    assert (f"- **records from several commits** (a merged run): `{published[1]['run']['git_commit'][:10]}` (2), "
+            "`0123456789` (1)") in markdown(written)

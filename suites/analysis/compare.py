@@ -1,23 +1,40 @@
 """Two run files side by side: per scenario (matched by identity) and phase, how each peak moved, and whether any
-grew past a threshold: the gate a pull request's footprint goes through.
+grew past a threshold: the gate a pull request's footprint goes through, ending in a one-line verdict.
 
-The gated figures are the ones that repeat run to run: what the model needs (the allocator's peak) everywhere,
-and what the process holds on a GPU (NVML) or, on the CPU, its anonymous resident memory (sampled). The CPU's
-exact peak (VmHWM) is shown but not gated: its file-backed pages (shared libraries, the page cache) differ
-from run to run by more than a model change worth catching.
+The gated figures are the ones that repeat run to run: on a GPU what the model needs (the allocator's peak) and
+what the process holds (NVML); on the CPU what the model needs and the process's anonymous resident memory
+(sampled). The CPU's exact peak (VmHWM) is shown but not gated: its file-backed pages (shared libraries, the
+page cache) differ from run to run by more than a model change worth catching.
+
+How far a view moves between two runs of the same code differs by framework (JAX's heap on the CPU moves by
+about 10 %, torch's by 0.3 %), so a run file may carry its measured spread as the optional top-level field
+`repeat_spread`: {"against": the other run's file, relative to this one's folder, "by": {framework: {view:
+the largest move of that view over every scenario and phase both runs have, as a fraction of the smaller
+figure}}}, written by `compare RUN REPEAT --store-spread` (schema version 1 still: older readers ignore it).
+`--repeat` measures the same spread on the fly. With a spread, a view that repeats only beyond the threshold is
+not gated for that framework, and a gated figure fails only past the threshold plus its view's spread: one
+comparison of two runs carries the same noise that the spread's pair of runs showed.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from models.record import phase
+from models import backends
+from models.record import atomic_write_json, phase
 from models.scenario import Scenario
-from suites.analysis.figures import driver_peak, need
+from models.spec import SpecError
+from suites.analysis.figures import driver_peak, mib, need
 from suites.run.runfile import identity
 
 MIB = 2**20
+SPREAD_FIELD = "repeat_spread"
+NAMED = 3  # failing figures the verdict names before it counts the rest
+Spread = dict[str, dict[str, float]]  # framework -> view -> largest relative move between two runs of one code
 
 
 def _anonymous(record: dict, name: str) -> int | None:
@@ -33,6 +50,9 @@ def _holds(record: dict, name: str) -> int | None:
 # name -> (reading, gated on the CPU, gated on a GPU)
 FIGURES = {"holds": (_holds, False, True), "needs": (lambda r, n: need(r, n)[0], True, True),
            "anonymous": (_anonymous, True, False)}
+# why a view is never gated on a device, for the verdict
+UNGATED = {(True, "holds"): "the CPU's VmHWM: its file-backed pages move between runs",
+           (False, "anonymous"): "host memory beside the GPU's figures"}
 
 
 @dataclass(frozen=True)
@@ -42,22 +62,60 @@ class Change:
     figure: str
     base: int
     new: int
-    gated: bool
-    spread: float | None = None  # how far the base moved between two runs of the same code, where measured
+    gated: bool  # by the device's rule (FIGURES); a measured spread may still take it out of the gate
+    framework: str = ""
+    name: str = ""  # the scenario in a few words, for the verdict
+    spread: float | None = None  # how far this view moves for this framework between two runs of the same code
 
     @property
     def relative(self) -> float:
         return (self.new - self.base) / self.base if self.base else 0.0
 
+    def counts(self, threshold: float) -> bool:
+        """Gated: a view the device's rule gates, unless its measured spread says it repeats only beyond the
+        threshold (it would fail runs of the same code)."""
+        return self.gated and (self.spread is None or self.spread <= threshold)
+
     def beyond(self, threshold: float) -> bool:
-        """Past the threshold, and past the run-to-run spread where a repeat of the base measured it."""
-        return abs(self.relative) > max(threshold, self.spread or 0.0)
+        """Past the threshold on top of the view's run-to-run spread, where one was measured."""
+        return abs(self.relative) > threshold + (self.spread or 0.0)
 
 
-def with_spread(found: list[Change], repeat: list[Change]) -> list[Change]:
-    """`found` with each figure's run-to-run spread: how far a repeat of the base run moved from it."""
-    spread = {(c.scenario, c.phase, c.figure): abs(c.relative) for c in repeat}
-    return [replace(c, spread=spread.get((c.scenario, c.phase, c.figure))) for c in found]
+def spread(run: dict, repeat: dict) -> Spread:
+    """Per framework and view, the largest move between two runs of the same code over every scenario and phase
+    both have, relative to the smaller figure so that it bounds the change read either way round (rounded up)."""
+    by: Spread = {}
+    for c in changes(run, repeat)[0]:
+        move = math.ceil(abs(c.new - c.base) / max(min(c.base, c.new), 1) * 10**4) / 10**4
+        views = by.setdefault(c.framework, {})
+        views[c.figure] = max(views.get(c.figure, 0.0), move)
+    return {framework: dict(sorted(views.items())) for framework, views in sorted(by.items())}
+
+
+def stored_spread(run: dict, path: str) -> tuple[Spread, str] | None:
+    """The spread a run file carries (`compare --store-spread`), and where it comes from, for the verdict."""
+    field = run.get(SPREAD_FIELD)
+    if not field:
+        return None
+    try:
+        by = {backends.current(framework): {view: float(moved) for view, moved in views.items()}
+              for framework, views in field["by"].items()}
+        return by, f"stored in {path}, measured against {field['against']}"
+    except (AttributeError, KeyError, TypeError, ValueError) as error:  # one line, as any bad input
+        raise SpecError(f"{path}: {SPREAD_FIELD} is not {{'against': ..., 'by': {{framework: {{view: fraction}}}}}} "
+                        f"({type(error).__name__}: {error})") from None
+
+
+def store_spread(path: Path, against: Path, by: Spread) -> None:
+    """Adds the spread to the run file as it is on disk (nothing else in it changes), naming the other run."""
+    data = json.loads(path.read_text())
+    data[SPREAD_FIELD] = {"against": os.path.relpath(against.resolve(), path.resolve().parent), "by": by}
+    atomic_write_json(path, data)
+
+
+def with_spread(found: list[Change], by: Spread) -> list[Change]:
+    """`found` with each change's view's spread for its framework (None where that pair was not measured)."""
+    return [replace(c, spread=by.get(c.framework, {}).get(c.figure)) for c in found]
 
 
 def changes(base: dict, new: dict) -> tuple[list[Change], list[str], list[str]]:
@@ -69,12 +127,15 @@ def changes(base: dict, new: dict) -> tuple[list[Change], list[str], list[str]]:
         if record["status"] != "ok" or key not in earlier:
             continue
         matched.add(key)
-        label, cpu = Scenario.from_dict(record["scenario"]).label, record["scenario"]["device"] != "cuda"
-        for name in Scenario.from_dict(record["scenario"]).phases:
+        scenario, cpu = Scenario.from_dict(record["scenario"]), record["scenario"]["device"] != "cuda"
+        framework, *extras = scenario.variant_parts
+        name = " ".join([framework, scenario.model, scenario.kind, *extras])
+        for phase_name in scenario.phases:
             for figure, (reading, on_cpu, on_gpu) in FIGURES.items():
-                before, after = reading(earlier[key], name), reading(record, name)
+                before, after = reading(earlier[key], phase_name), reading(record, phase_name)
                 if before is not None and after is not None:
-                    found.append(Change(label, name, figure, before, after, on_cpu if cpu else on_gpu))
+                    found.append(Change(scenario.label, phase_name, figure, before, after, on_cpu if cpu else on_gpu,
+                                        framework, name))
     only_base = [Scenario.from_dict(r["scenario"]).label for k, r in earlier.items() if k not in matched]
     only_new = [Scenario.from_dict(r["scenario"]).label for r in new["records"]
                 if r["status"] == "ok" and identity(r["scenario"]) not in matched]
@@ -101,11 +162,11 @@ def differences(base: dict, new: dict) -> list[str]:
 
 def render(found: list[Change], only_base: list[str], only_new: list[str], threshold: float,
            every: bool = False) -> str:
-    """The largest move per phase and figure (gated figures marked *), then each change past the threshold (every
-    change with `every`)."""
+    """The largest move per phase and figure (figures gated for some framework marked *), then each change past
+    the threshold (every change with `every`)."""
     figures = list(FIGURES)
     phases = list(dict.fromkeys(change.phase for change in found))
-    gated = {c.figure for c in found if c.gated}
+    gated = {c.figure for c in found if c.counts(threshold)}
     lines = [f"Largest change per phase over {len({c.scenario for c in found})} scenarios both runs have "
              "(* gated):", "", "| phase | " + " | ".join(f + ("*" if f in gated else "") for f in figures) + " |",
              "|---" + "|---:" * len(figures) + "|"]
@@ -122,13 +183,49 @@ def render(found: list[Change], only_base: list[str], only_new: list[str], thres
     if shown:
         lines += ["", "| scenario | phase | figure | base MiB | new MiB | change | spread |",
                   "|---|---|---|---:|---:|---:|---:|"]
-        lines += [f"| {c.scenario} | {c.phase} | {c.figure}{'*' if c.gated else ''} | {c.base / MIB:,.1f} | "
-                  f"{c.new / MIB:,.1f} | {c.relative:+.1%} | {'-' if c.spread is None else f'{c.spread:.1%}'} |"
+        lines += [f"| {c.scenario} | {c.phase} | {c.figure}{'*' if c.counts(threshold) else ''} | "
+                  f"{c.base / MIB:,.1f} | {c.new / MIB:,.1f} | {c.relative:+.1%} | "
+                  f"{'-' if c.spread is None else f'{c.spread:.1%}'} |"
                   for c in sorted(shown, key=lambda c: -abs(c.relative))]
     lines += [f"only in the base run: {label}" for label in only_base]
     lines += [f"only in the new run: {label}" for label in only_new]
     return "\n".join(lines)
 
 
-def grew(found: list[Change], threshold: float) -> bool:
-    return any(change.gated and change.relative > 0 and change.beyond(threshold) for change in found)
+def grew(found: list[Change], threshold: float) -> list[Change]:
+    """The gated figures that grew past the threshold (and their view's spread), the largest growth first."""
+    return sorted((c for c in found if c.counts(threshold) and c.relative > 0 and c.beyond(threshold)),
+                  key=lambda c: -c.relative)
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %"
+
+
+def verdict(found: list[Change], threshold: float, cpu: bool, spread_from: str | None) -> str:
+    """One line a CI log ends with: pass or FAIL, each failing figure (the first few, then a count) with its
+    growth and bytes, how many figures were gated, and which views were not and why."""
+    failed = grew(found, threshold)
+    bar = f"{threshold * 100:g} %" + (" plus its view's run-to-run spread" if spread_from else "")
+    ungated = [f"{figure} ({why})" for (on_cpu, figure), why in UNGATED.items()
+               if on_cpu == cpu and any(c.figure == figure for c in found)]
+    loose: dict[tuple[str, str], float] = {}
+    for c in found:
+        if c.gated and not c.counts(threshold) and c.spread is not None:
+            loose[c.framework, c.figure] = c.spread
+    ungated += [f"{framework} {figure} (repeats only within {_percent(moved)})"
+                for (framework, figure), moved in sorted(loose.items())]
+    notes = [f"{sum(c.counts(threshold) for c in found)} figures gated"]
+    notes += [f"not gated: {', '.join(ungated)}"] if ungated else []
+    if spread_from:
+        notes.append(f"spread {spread_from}")
+    elif cpu:
+        notes.append("no run-to-run spread (neither run stores one, no --repeat; `compare RUN REPEAT "
+                     "--store-spread` stores one): every framework's anonymous and allocator figures gated")
+    if not failed:
+        return f"verdict: pass: no gated figure grew beyond {bar} ({'; '.join(notes)})"
+    named = [f"{c.name} {c.phase} {c.figure} {c.relative * 100:+.1f} % ({mib(c.base)} -> {mib(c.new)} MiB)"
+             for c in failed[:NAMED]]
+    more = f" and {len(failed) - NAMED} more" if len(failed) > NAMED else ""
+    return (f"verdict: FAIL (exit 1): {len(failed)} gated figure{'s' * (len(failed) != 1)} grew beyond {bar}: "
+            f"{', '.join(named)}{more} ({'; '.join(notes)})")

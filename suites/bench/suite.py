@@ -7,7 +7,7 @@ import os
 import pytest
 
 from suites.bench.matrix import batch_grid, size, suite_settings
-from suites.report import readout
+from suites.report import summary
 from suites.report.render import render
 from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import ROOT, interpreter
@@ -36,7 +36,7 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
                         "--benchmark-disable", "-W", "ignore::DeprecationWarning"])
     path = run_path(suite, resolved)
     if path.exists():
-        print(readout.suite_lines(runfile.load(path)), flush=True)
+        print(summary.tables(runfile.load(path)), flush=True)
         for written in (path, *render(path)):
             print(f"footprint: wrote {written.relative_to(ROOT) if written.is_relative_to(ROOT) else written}")
     if interrupts.received:  # pytest ended the suite at the signal; the run file says it is incomplete

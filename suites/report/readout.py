@@ -50,11 +50,6 @@ def one_line(record: dict) -> str:
                          ("needs", lambda name: need(record, name)[0])):
         peak = highest(record, figure)
         if peak:
-            text += f"  {what} {peak[0] / 2**30:.2f} GiB ({peak[1]})"
+            text += f"  {what} {mib(peak[0])} MiB ({peak[1]})"
     return f"{text}  {record['run']['wall_seconds']:.1f} s"
 
-
-def suite_lines(run: dict) -> str:
-    """The end of a bench: each scenario's line, in the run's order."""
-    width = max((len(Scenario.from_dict(r["scenario"]).label) for r in run["records"]), default=0)
-    return "\n".join(f"{Scenario.from_dict(r['scenario']).label:<{width}}  {one_line(r)}" for r in run["records"])

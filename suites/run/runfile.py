@@ -143,6 +143,7 @@ class RunFile:
 
     def _assemble(self) -> None:
         self.data["records"] = list(self.records.values())
+        self.data["git_commits"] = commits(self.data)
         self._write(self.path, self.data)
 
     def add_fit(self, result: dict) -> None:
@@ -163,6 +164,16 @@ class RunFile:
         self._assemble()
         if not self.write_failure:  # else the store may hold what the run file could not
             shutil.rmtree(self.store, ignore_errors=True)
+
+
+def commits(run: dict) -> dict[str, int]:
+    """Every commit the run's records were measured at, with how many: a run merged from several runs (a narrowed
+    rerun, --resume after a change) says so, where its top-level `git_commit` names only the newest."""
+    found: dict[str, int] = {}
+    for record in run["records"]:
+        commit = record.get("run", {}).get("git_commit") or "unknown"
+        found[commit] = found.get(commit, 0) + 1
+    return dict(sorted(found.items(), key=lambda item: -item[1]))
 
 
 def load(path: Path) -> dict:

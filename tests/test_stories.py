@@ -1,0 +1,60 @@
+"""docs/stories.md is what `python -m suites stories` makes of the published run files: the page cannot drift."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from suites.__main__ import main
+from suites.analysis import errors
+from suites.report import stories, summary
+from suites.run.registry import ROOT
+from suites.run.runfile import load
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    """The page as the code makes it today (tens of seconds: every published run is accounted)."""
+    return stories.markdown()
+
+
+def test_the_committed_page_matches_the_published_runs(page: str) -> None:
+    assert stories.PAGE.read_text() == page, "run `python -m suites stories` and commit docs/stories.md"
+
+
+def test_check_exits_1_naming_the_page_when_it_drifts(page: str, tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+    monkeypatch.setattr(stories, "markdown", lambda: page)
+    monkeypatch.setattr(stories, "PAGE", tmp_path / "stories.md")
+    monkeypatch.setattr(stories, "ROOT", tmp_path)
+    stories.PAGE.write_text(page)
+    assert main(["stories", "--check"]) == 0
+    stories.PAGE.write_text(page.replace("| torch |", "| torch (edited) |", 1))
+    assert main(["stories", "--check"]) == 1
+    assert "stories.md differs from the published runs" in capsys.readouterr().err
+
+
+def test_every_answer_reads_a_committed_run_file(page: str) -> None:
+    for name in stories.RUNS.values():
+        assert (ROOT / "results" / name).exists() and f"results/{name}" in page
+    assert page.count("\n## ") == 4
+
+
+def test_the_readme_front_page_quotes_the_published_gpu_run_as_the_code_reads_it() -> None:
+    """The README's headline tables and error rows are today's readings of the H100 run, not hand-kept figures;
+    every published folder is linked from it."""
+    readme = (ROOT / "README.md").read_text()
+    run = load(ROOT / "results" / stories.GPU / "default-cuda.json")
+    blocks = {block.splitlines()[0]: block for block in summary.tables(run).split("\n\n")}
+    for title in ("keras200m train (batch 1)", "heatmap68 infer (batch 1)"):
+        assert blocks[title] in readme, title
+    found = errors.of_run(run)
+    for framework, view in (("torch", "allocator"), ("torch", "driver"), ("jax", "allocator"),
+                            ("keras-torch", "allocator"), ("keras-torch", "driver")):
+        figures = found[framework, view, "footprint"]
+        worst = figures["worst"]
+        assert (f"| {framework}, {view} | {figures['median'] * 100:.1f} % | {worst.error * 100:+.1f} % "
+                f"({worst.model} {worst.phase}) |") in readme, (framework, view)
+    for folder in sorted(path.name for path in (ROOT / "results").iterdir() if path.is_dir() and path.name != "local"):
+        assert f"](results/{folder}/)" in readme, folder
+    assert len(readme.splitlines()) <= 220
