@@ -7,7 +7,9 @@ import os
 import re
 import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 SCHEMA_VERSION = 1
 # killed: by a signal from outside the worker, not for want of memory; unavailable: never run, with the reason
@@ -24,20 +26,24 @@ def to_json(data: object) -> str:
     return _NUMBERS.sub(lambda match: "[" + " ".join(match.group(1).split()) + "]", json.dumps(data, indent=1))
 
 
-def atomic_write_json(path: str | Path, data: object) -> None:
-    """Write-then-rename, so a reader (or a crash) never sees half a file."""
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write-then-rename, so a reader (or a crash, or a full disk) never sees half a file: `write` fills a
+    temporary beside `path`, which replaces it only once whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
-        with os.fdopen(fd, "w") as handle:
-            handle.write(to_json(data))
-            handle.write("\n")
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_json(path: str | Path, data: object) -> None:
+    atomic_write(path, lambda handle: handle.write((to_json(data) + "\n").encode()))
 
 
 def one_line(error: BaseException) -> str:

@@ -45,6 +45,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _batch(text: str) -> int:
+    """A batch: a positive whole number, the same rule for every command (omitted: the model's own)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (omit --batch for the model's own), got {text!r}")
+    return value
+
+
 def _run(args: argparse.Namespace) -> int:
     from suites.run.orchestrator import run_scenario
 
@@ -53,8 +64,8 @@ def _run(args: argparse.Namespace) -> int:
                                allocator=args.allocator, cuda_module_loading=args.cuda_module_loading,
                                technique=args.technique, execution=args.execution)
     _possible(scenario)
-    if args.out:
-        runfile.writable(Path(args.out))  # before measuring, not after
+    if args.out:  # before measuring, not after: writable, and not a run file a bench is writing
+        runfile.lock(Path(args.out))
     record = run_scenario(scenario, timeout=args.timeout)
     saved = bool(args.out) and _saved(args.out, record)
     if args.json or (args.out and not saved):
@@ -105,8 +116,6 @@ def _estimate(args: argparse.Namespace) -> int:
     from suites.run import nvml
 
     spec = load_spec_file(args.model_file) if args.model_file else get_model(args.model)
-    if args.batch is not None and args.batch <= 0:
-        raise SpecError(f"batch must be a positive integer, got {args.batch}")
     resolved = device.resolve(args.device)
     reason = unavailable(args.framework or "any", args.technique, args.scenario, resolved, spec)
     if reason:
@@ -233,7 +242,14 @@ def _stories(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from suites.report.render import render
 
-    for path in render(Path(args.run_file)):
+    _run_file(args.run_file)  # one line, exit 2, where it is not a run file
+    try:
+        written = render(Path(args.run_file))
+    except OSError as error:  # a full disk: nothing half-written is left (render writes each file whole or not)
+        print(f"python -m suites report: error: cannot write the report of {args.run_file}: "
+              f"{error.strerror or error}", file=sys.stderr)
+        return 1
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -248,7 +264,7 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
     model.add_argument("--model-file", help="a JSON spec file")
     run.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
-    run.add_argument("--batch", type=int, default=0, help="default: the model's own")
+    run.add_argument("--batch", type=_batch, help="default: the model's own")
     run.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     run.add_argument("--device", default="auto", choices=DEVICES)
     run.add_argument("--allocator", default="default",
@@ -268,7 +284,7 @@ def parser() -> argparse.ArgumentParser:
     model = guess.add_mutually_exclusive_group(required=True)
     model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
     model.add_argument("--model-file", help="a JSON spec file")
-    guess.add_argument("--batch", type=int, help="default: the model's own")
+    guess.add_argument("--batch", type=_batch, help="default: the model's own")
     guess.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     guess.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
     guess.add_argument("--framework", choices=frameworks(), help="its rules and measured constants; default: neutral")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -31,15 +34,43 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
         interpreter(framework, resolved)
     runfile.lock(run_path(suite, resolved))  # a second run on the same file is refused here, in one line
     print(f"footprint: suite {suite}, {size(suite)} on {device.describe(resolved)}", flush=True)
+    started = time.time()
     # pytest-benchmark runs each scenario once and prints no seconds table: the memory lines below replace it
     code = pytest.main([str(ROOT / "suites" / "bench" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
                         "--benchmark-disable", "-W", "ignore::DeprecationWarning"])
     path = run_path(suite, resolved)
     if path.exists():
-        print(summary.tables(runfile.load(path)), flush=True)
-        for written in (path, *render(path)):
-            print(f"footprint: wrote {written.relative_to(ROOT) if written.is_relative_to(ROOT) else written}")
+        run = runfile.load(path)
+        print(summary.tables(run), flush=True)
+        _report(path)
+        code = code or _nothing_measured(run, started)
     if interrupts.received:  # pytest ended the suite at the signal; the run file says it is incomplete
         print(f"footprint: stopped by {interrupts.received[0]}; the run is incomplete (--resume goes on)", flush=True)
         return interrupts.EXIT_CODE
     return int(code)
+
+
+def _report(path: Path) -> None:
+    """The report beside the run file; a disk that filled says so in one line (the run file holds the records)."""
+    try:
+        written = render(path)
+    except OSError as error:
+        print(f"footprint: error: cannot write the report: {error.strerror or error}; the records are in "
+              f"{path.name} (python -m suites report renders it later)", file=sys.stderr, flush=True)
+        return
+    for name in (path, *written):
+        print(f"footprint: wrote {name.relative_to(ROOT) if name.is_relative_to(ROOT) else name}")
+
+
+def _nothing_measured(run: dict, started: float) -> int:
+    """1 where this run's scenarios all ended without a measurement (every one timed out, say): they stay results
+    in the run file, but a suite that measured nothing must not exit as a success. Fit answers count as measured."""
+    ours = [record for record in run["records"] if record.get("run", {}).get("started_at_unix", 0) >= started
+            and record["status"] != "unavailable"]
+    answered = [result for result in run.get("fits", []) if result.get("answer") not in (None, "unknown")]
+    if not ours or answered or any(record["status"] == "ok" for record in ours):
+        return 0
+    statuses = sorted({record["status"] for record in ours})
+    print(f"footprint: error: nothing was measured: all {len(ours)} scenarios of this run ended "
+          f"{' or '.join(statuses)} (their records are in the run file)", file=sys.stderr, flush=True)
+    return 1

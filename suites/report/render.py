@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from models.record import STATIC_PLAN, phase
+from models.record import STATIC_PLAN, atomic_write, phase
 from models.scenario import PHASES, Scenario
 from suites.analysis import accounting, across_records, errors, fit
 from suites.analysis.constants import PROBES
@@ -25,12 +25,22 @@ def _not_measured(run: dict) -> list[str]:
     return [name for name in run.get("frameworks_known", []) if name not in measured]
 
 
+def _commits_line(run: dict) -> str:
+    """Which commits the records were measured at: one, or a merged run's several (each with its count)."""
+    found = runfile.commits(run)
+    if len(found) == 1:
+        return f"- every record measured at commit `{next(iter(found))[:10]}`"
+    return ("- **records from several commits** (a merged run): "
+            + ", ".join(f"`{commit[:10]}` ({count})" for commit, count in found.items()))
+
+
 def markdown(run: dict) -> str:
     lines = [
         f"# footprint: suite `{run['suite']}`",
         "",
         f"- device: {run['device_description']}",
         f"- commit: `{run['git_commit']}`, started {run['started_at']}, complete: {run['complete']}",
+        _commits_line(run),
         f"- machine: {run['machine']['cpus']} CPUs, {run['machine']['memory_bytes'] / 2**30:.0f} GiB, "
         f"{run['machine']['platform']}",
         f"- not measured in this run: {', '.join(_not_measured(run)) or 'none'}",
@@ -113,7 +123,14 @@ def _missing_section(run: dict) -> list[str]:
         return []
     return ["", f"## Missing: {len(run['missing'])} of the scenarios asked for have no record", "",
             "Run the same command with `--resume` to measure only these.", "",
-            *(f"- {Scenario.from_dict(scenario).label}" for scenario in run["missing"])]
+            *(f"- {_missing_label(entry)}" for entry in run["missing"])]
+
+
+def _missing_label(entry: dict) -> str:
+    """A missing scenario's label; a fit question's with its budget."""
+    scenario = {key: value for key, value in entry.items() if key != "fit_budget_bytes"}
+    budget = entry.get("fit_budget_bytes")
+    return Scenario.from_dict(scenario).label + (f": does it fit in {mib(budget)} MiB?" if budget else "")
 
 
 def _status(record: dict) -> str:
@@ -368,11 +385,7 @@ def render(path: Path) -> list[Path]:
     run["records"] = accounting.reaccount(run)
     run["fits"] = [fit.reread(result) for result in run.get("fits", [])]
     report = path.with_suffix(".md")
-    report.write_text(markdown(run))
-    plot = plots.PLOTS.get(run["suite"], plots.breakdown_bars)
-    written = [plot(run, path.with_suffix(".png")), report]
-    if errors.rows(run):
-        written.append(plots.estimate_vs_measured(run, path.with_name(f"{path.stem}-estimate.png")))
-    if any(plots.memory_timeline(record) for record in run["records"]):
-        written.append(plots.timelines(run, path.with_name(f"{path.stem}-timeline.png")))
-    return written
+    text = markdown(run)
+    atomic_write(report, lambda handle: handle.write(text.encode()))
+    drawn = plots.save(plots.figures(run, path.with_suffix(".png")))
+    return [drawn[0], report, *drawn[1:]]

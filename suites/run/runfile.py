@@ -88,9 +88,12 @@ class RunFile:
         self.write_failure: str | None = None
         if fresh:
             shutil.rmtree(self.store, ignore_errors=True)
+        earlier = {} if fresh else self._earlier(suite, resolved_device)
         # identity -> record: the run file's, each replaced by the store's where an interrupted run left a newer one
-        self.records = {identity(record["scenario"]): record
-                        for record in ([] if fresh else self._earlier(suite, resolved_device))}
+        self.records = {identity(record["scenario"]): record for record in earlier.get("records", [])}
+        # question identity -> the fit suite's answer (answers written before they had one keep a key of their own)
+        self.fits = {result.get("question_identity") or f"unkeyed-{index}": result
+                     for index, result in enumerate(earlier.get("fits", []))}
         for key, record in self.records.items():
             if not (self.store / f"{key}.json").exists():
                 self._write(self.store / f"{key}.json", record)
@@ -111,13 +114,17 @@ class RunFile:
             "records": [],
         }
 
-    def _earlier(self, suite: str, resolved_device: str) -> list[dict]:
-        """The records of the run file already there, where it is this suite's on this device."""
+    def _earlier(self, suite: str, resolved_device: str) -> dict:
+        """The run file already there, where it is this suite's on this device (its records and fit answers)."""
         try:
             data = load(self.path)
         except (OSError, ValueError):
-            return []
-        return data["records"] if (data["suite"], data["device"]) == (suite, resolved_device) else []
+            return {}
+        return data if (data["suite"], data["device"]) == (suite, resolved_device) else {}
+
+    def has_fit(self, key: str) -> bool:
+        """Whether the fit question with this identity (`fit_identity`) has an answer (what `resume` skips)."""
+        return key in self.fits
 
     def has_ok(self, scenario: Scenario) -> bool:
         """Whether the run holds an `ok` record of this scenario (what `resume` skips)."""
@@ -143,13 +150,16 @@ class RunFile:
 
     def _assemble(self) -> None:
         self.data["records"] = list(self.records.values())
+        if self.fits:
+            self.data["fits"] = list(self.fits.values())
         self.data["git_commits"] = commits(self.data)
         self._write(self.path, self.data)
 
     def add_fit(self, result: dict) -> None:
-        """A fit question's answer with its probes (the fit suite has answers, not records)."""
-        self.data.setdefault("fits", []).append(result)
-        self._write(self.path, self.data)
+        """A fit question's answer with its probes, under its `question_identity` (the fit suite has answers, not
+        records): written the moment it exists, replacing an earlier answer to the same question."""
+        self.fits[result["question_identity"]] = result
+        self._assemble()
 
     def request(self, scenarios: dict[str, dict]) -> None:
         """The scenarios this run was asked for, by identity: `complete` at the end means each has a record, and
@@ -158,12 +168,18 @@ class RunFile:
 
     def finish(self) -> None:
         """Complete only where every requested scenario has a record; the store goes once the file holds it."""
-        self.data["missing"] = [scenario for key, scenario in self.requested.items() if key not in self.records]
+        self.data["missing"] = [scenario for key, scenario in self.requested.items()
+                                if key not in self.records and key not in self.fits]
         self.data["complete"] = not self.data["missing"] and not self.write_failure
         self.data["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._assemble()
         if not self.write_failure:  # else the store may hold what the run file could not
             shutil.rmtree(self.store, ignore_errors=True)
+
+
+def fit_identity(scenario: Scenario, budget: int, max_batch: int) -> str:
+    """A fit question's key: the scenario it asks about (before the budget caps it), the budget and the bound."""
+    return f"fit-{identity(scenario.to_dict())}-{budget}-{max_batch}"
 
 
 def commits(run: dict) -> dict[str, int]:
