@@ -1,12 +1,13 @@
 """The child side: runs one job in the process it starts in, one framework per process.
 
-    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort|allocator-oom]
+    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort|allocator-oom|exhaust]
     python -m frameworks.worker params FRAMEWORK MODEL...
     python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ [--training]
     python -m frameworks.worker ahead SCENARIO_JSON OUT_JSON    (the compile helper, started by a scenario worker)
 
 The scenario record is rewritten (atomically) after every phase, so whatever kills this
-process, the orchestrator still has every phase that finished.
+process, the orchestrator still has every phase that finished. The last one is written with memory and a file
+taken before the run (`RecordReserve`), and before any cleanup: where memory ran out, the worker still says so.
 """
 
 from __future__ import annotations
@@ -15,15 +16,17 @@ import argparse
 import ctypes
 import importlib
 import json
+import mmap
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from frameworks.adapter import Adapter
@@ -38,7 +41,77 @@ CALIBRATION_HOLD_S = 0.5
 # context phase at 32-104 MiB and NVML showed the other ~420 MiB within the next 20 ms, in their build phase
 CONTEXT_SETTLE_S = 1.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Address space held from the start and given back to write the last record: a record is at most ~100 KB of JSON
+# (its timeline is bounded), and serializing it takes a few times that. Never touched, so it is resident nowhere.
+RECORD_RESERVE_BYTES = 16 * 2**20
+WORKER = "worker"  # a failure's `recorded_by` where the worker wrote it itself (the orchestrator's own: "orchestrator")
 VISIBLE_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")  # the pinning the worker saw
+
+
+class RecordReserve:
+    """What writing the last record needs, taken before the run: its file (beside the record, renamed onto it) and
+    address space. Under `ulimit -v` a framework that ran out of memory can leave too little to open a file or
+    serialize a record (Keras on TensorFlow did); the record was then lost, and out of memory known only from the
+    output's text."""
+
+    def __init__(self, out: str) -> None:
+        self.out = os.path.abspath(out)
+        os.makedirs(os.path.dirname(self.out), exist_ok=True)
+        self.fd, self.path = tempfile.mkstemp(prefix=f".{os.path.basename(self.out)}.", dir=os.path.dirname(self.out))
+        os.fchmod(self.fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
+        self.ballast = mmap.mmap(-1, RECORD_RESERVE_BYTES, flags=mmap.MAP_PRIVATE)
+
+    def release(self) -> None:
+        """Gives the address space back, for what comes after a failure and the record's serialization."""
+        self.ballast.close()
+
+    def write(self, record: dict) -> None:
+        """Writes `record` through the file opened up front (compact JSON: the C encoder, no indenting pass), then
+        renames it onto the record, which a reader never sees half written."""
+        self.release()
+        data = memoryview(json.dumps(record).encode())
+        while data:
+            data = data[os.write(self.fd, data):]
+        os.close(self.fd)
+        self.fd = -1
+        os.replace(self.path, self.out)
+
+    def discard(self) -> None:
+        """Closes and removes the file where no record went through it."""
+        self.release()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+            os.unlink(self.path)
+
+
+def _quietly(what: str, cleanup: Callable[[], object]) -> None:
+    """Runs a cleanup after the record is written: where memory ran out it can fail too (ENOMEM removing a
+    folder), and must not turn the worker's result into a traceback. A failure is noted in the output."""
+    try:
+        cleanup()
+    except Exception as error:
+        with suppress(Exception):
+            print(f"footprint worker: {what} failed: {one_line(error)}", file=sys.stderr, flush=True)
+
+
+def exhaust(box: list) -> None:
+    """Takes all the address space this process's limit (`ulimit -v`) leaves, in halving blocks down to a page
+    (untouched), then what the heap's free lists hold, down to a byte, into `box[0]`; refused without a limit,
+    where it would take the machine's memory instead. Nothing here may allocate but the blocks: they are chained
+    in pairs into a box that exists (a list, or assigning a result, would need memory, fail, and free them all),
+    and the sizes are made before (an int above 256 is an allocation too)."""
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+        raise RuntimeError("the exhaust fault needs a virtual memory limit (ulimit -v)")
+    for size in [2**power for power in range(30, -1, -1)]:
+        while True:
+            try:
+                box[0] = (mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE) if size >= mmap.PAGESIZE else bytearray(size),
+                          box[0])
+            except (MemoryError, OSError):
+                break
 
 
 def load_adapter(scenario: Scenario) -> Adapter:
@@ -60,6 +133,7 @@ class PhaseRunner:
         self.rss = RssSampler()
         self.rss.start()
         self.current: str | None = None
+        self.exhausted: list = [()]  # the exhaust fault's blocks, held as a framework holds what it built
 
     @contextmanager
     def measured(self, name: str) -> Iterator[dict]:
@@ -105,11 +179,18 @@ class PhaseRunner:
             time.sleep(10**6)
         if self.fault_kind == "abort":
             os.abort()
+        if self.fault_kind == "garbage":  # a record of the wrong shape, as a broken worker would leave
+            with open(self.out, "w") as out:
+                out.write("[1, 2]")
+            os._exit(0)
         if self.fault_kind == "allocator-oom":  # a FAKE of XLA's BFC allocator: its last word, then its retry waits
             print(f"W external/xla/xla/tsl/framework/bfc_allocator.cc:501] Allocator (GPU_0_bfc) ran out of memory "
                   f"trying to allocate 1.58GiB (rounded to 1698693120) requested by op (fault injected in {name})",
                   file=sys.stderr, flush=True)
             time.sleep(10**6)
+        if self.fault_kind == "exhaust":  # a real out-of-memory under `ulimit -v`, with nothing left to write with
+            exhaust(self.exhausted)
+            raise MemoryError(f"injected fault in phase {name}: the address space is exhausted")
         raise RuntimeError(f"injected fault in phase {name}")
 
 
@@ -218,6 +299,7 @@ def compile_scratch(before: tuple[int, int] | None, after: tuple[int, int] | Non
 
 
 def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
+    reserve = RecordReserve(out)  # first: before a framework can take what writing the record needs
     adapter = load_adapter(scenario)
     env = adapter.environment()
     os.environ.update(env)
@@ -228,14 +310,19 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
                    "platform": platform.platform(), "env_set": env,
                    "visible_devices": {name: os.environ.get(name) for name in VISIBLE_DEVICE_VARIABLES}},
     }
-    with tempfile.TemporaryDirectory(prefix="footprint-helper-") as folder:
+    folder = tempfile.mkdtemp(prefix="footprint-helper-")  # in the orchestrator's folder: its TMPDIR
+    try:
         if adapter.compiles_ahead:  # the helper does the compile phase's work: a hang or a kill there names it
             atomic_write_json(out, record | {"current_phase": "compile"})
         record["worker"]["compile_helper"] = compile_ahead(adapter, folder)
-        return _measure(adapter, scenario, record, out, fault)
+        return _measure(adapter, scenario, record, out, fault, reserve)
+    finally:  # the record is written by now: cleaning up after it cannot lose it
+        _quietly("closing the record's reserve", reserve.discard)
+        _quietly(f"removing {folder}", lambda: shutil.rmtree(folder))
 
 
-def _measure(adapter: Adapter, scenario: Scenario, record: dict, out: str, fault: str | None) -> int:
+def _measure(adapter: Adapter, scenario: Scenario, record: dict, out: str, fault: str | None,
+             reserve: RecordReserve) -> int:
     helper = record["worker"]["compile_helper"]
     runner = PhaseRunner(adapter, record, out, fault)
     try:
@@ -246,10 +333,11 @@ def _measure(adapter: Adapter, scenario: Scenario, record: dict, out: str, fault
         record["current_phase"] = None
         record["framework_estimate"] = framework_estimate(adapter)
     except BaseException as error:  # a failure is a result: record it, then leave non-zero
+        reserve.release()  # where memory ran out, even naming the failure needs some
         record["status"] = "oom" if adapter.is_oom(error) else "error"
-        record["failure"] = {"phase": runner.current, "message": one_line(error)}
+        record["failure"] = {"phase": runner.current, "message": one_line(error), "recorded_by": WORKER}
     record["worker"]["host_peak_resettable"] = runner.host.resettable
-    atomic_write_json(out, record)
+    reserve.write(record)
     return 0 if record["status"] == "ok" else 1
 
 

@@ -171,11 +171,13 @@ def _once(found: list[Scenario]) -> list[Scenario]:
 
 
 def fit_questions() -> list[tuple[Question, Scenario]]:
-    """Each question for each chosen framework, as the scenario its bisection starts from."""
-    _, chosen_frameworks, _, resolved = suite_settings("fit")
+    """Each question for each chosen framework (about the chosen models, where --models names some), as the scenario
+    its bisection starts from."""
+    _, chosen_frameworks, chosen_models, resolved = suite_settings("fit")
     return [(question, Scenario.create(framework, question.model, kind=question.kind, batch=1, device=resolved,
                                        optimizer=question.optimizer, technique=question.technique))
-            for question in FIT_QUESTIONS for framework in chosen_frameworks]
+            for question in FIT_QUESTIONS if not chosen_models or question.model in chosen_models
+            for framework in chosen_frameworks]
 
 
 def size(name: str) -> str:

@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +31,13 @@ ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY
                  "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME")
 OOM_MARKERS = ("out of memory", "resource_exhausted", "cannot allocate memory", "std::bad_alloc", "memoryerror")
 DEFAULT_TIMEOUT_S = 600.0
+# One folder per worker in the orchestrator's TMPDIR, named after the orchestrator's pid: a later run removes those
+# whose orchestrator no longer runs (killed outright, it could not), and never one whose orchestrator is alive.
+FOLDER_PREFIX = "footprint-"
+OWN_FOLDER = re.compile(rf"{FOLDER_PREFIX}(\d+)-[a-z0-9_]+")
+# A failure's `recorded_by`: the worker's own record ("worker"), or this side, from the exit and the output.
+ORCHESTRATOR = "orchestrator"
+GROUP_GONE_S = 10.0  # how long the worker's process group gets to be gone after its SIGKILL
 _RUNNING: set[subprocess.Popen] = set()  # the workers of this process's threads, for `stop_running`
 _RUNNING_LOCK = threading.Lock()
 
@@ -40,10 +48,12 @@ WORKER_SETTINGS = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONT
 def set_variables(scenario: Scenario | None = None, folder: Path | None = None) -> dict[str, str]:
     """What the suite sets on purpose: our settings, the scenario's allocator variables and, given the scenario's
     own `folder`, empty compile caches there: torch.compile (Inductor, AOTAutograd, Triton on a GPU) would
-    otherwise load what an earlier run compiled, and its phases would measure a cache, not compiling."""
-    caches = ({"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"), "TRITON_CACHE_DIR": str(folder / "triton")}
-              if folder else {})
-    return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {}) | caches
+    otherwise load what an earlier run compiled, and its phases would measure a cache, not compiling. Its TMPDIR
+    is `folder/tmp` too: what the worker and its helpers leave there (the compile helper's folder) goes with the
+    folder, however the worker ended."""
+    in_folder = ({"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"), "TRITON_CACHE_DIR": str(folder / "triton"),
+                 "TMPDIR": str(folder / "tmp")} if folder else {})
+    return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {}) | in_folder
 
 
 def worker_environment(scenario: Scenario | None = None, folder: Path | None = None) -> dict[str, str]:
@@ -130,27 +140,109 @@ def _allocator_line(log: Path) -> str | None:
 
 def _wait(process: subprocess.Popen, log: Path, timeout: float) -> tuple[int, str | None]:
     """(exit status, why the suite ended it: "timeout", "allocator" or None). A worker whose allocator said it is
-    out of memory and that has not ended a grace period later is ended then, not at its timeout."""
+    out of memory and that has not ended a grace period later is ended then, not at its timeout. Either way its
+    whole process group is gone when this returns (`_end`)."""
     deadline, allocator_deadline = time.monotonic() + timeout, None
-    while True:
-        try:
-            return process.wait(POLL_S), None
-        except subprocess.TimeoutExpired:
-            pass
+    while not _exited(process, POLL_S):
         now = time.monotonic()
         if allocator_deadline is None and _allocator_line(log):
             allocator_deadline = now + ALLOCATOR_GRACE_S
         ended = ("timeout" if now >= deadline else
                  "allocator" if allocator_deadline is not None and now >= allocator_deadline else None)
         if ended:
-            _kill_group(process)
-            return process.wait(), ended
+            return _end(process), ended
+    return _end(process), None
+
+
+def _exited(process: subprocess.Popen, seconds: float) -> bool:
+    """Whether the worker exits within `seconds`, leaving it unreaped: while its zombie holds its pid, no other
+    process can be given its group's id, so `_end` can kill the group it left without reaching a stranger."""
+    deadline = time.monotonic() + seconds
+    while os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _end(process: subprocess.Popen) -> int:
+    """Kills the worker's process group, waits until none of it runs, then reaps the worker: a helper left by a
+    worker that ended (or was killed from outside) outlives no call, and none writes in the folder being removed."""
+    deadline = time.monotonic() + GROUP_GONE_S
+    while True:
+        _kill_group(process)  # again each time: a member may have forked since
+        if not _group_running(process.pid) or time.monotonic() >= deadline:
+            return process.wait()
+        time.sleep(0.02)
+
+
+def _group_running(group: int) -> bool:
+    """Whether a process of the group still runs (a zombie does not: it holds nothing and writes nothing), from
+    /proc; where there is none, whether the group still exists."""
+    if not os.path.isdir("/proc/self"):
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):  # ended while being read
+            state, _, process_group = stat.read_text().rpartition(")")[2].split()[:3]
+            if state != "Z" and int(process_group) == group:
+                return True
+    return False
 
 
 def _kill_group(process: subprocess.Popen) -> None:
     """Kills the worker with its whole process group (helpers a framework started too), if it is still there."""
+    if process.returncode is not None:  # reaped: its id may be another process's by now
+        return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id runs (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove(folder: Path) -> None:
+    """Removes a worker's folder and never raises for it; an interrupt (SIGINT, SIGTERM) that comes while it does
+    is raised once the folder is gone, so a stopped run leaves none behind."""
+    stopped: BaseException | None = None
+    for _ in range(3):  # an interrupt in the middle, or a file that appeared while removing
+        try:
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                break
+        except BaseException as error:  # an interrupt: the removal finishes first, it is raised below
+            stopped = stopped or error
+    if folder.exists():
+        print(f"footprint: warning: could not remove {folder}", file=sys.stderr)
+    if stopped:
+        raise stopped
+
+
+def remove_stale_folders(root: Path | None = None) -> list[Path]:
+    """Removes the worker folders (`footprint-<pid>-...`) that orchestrators killed outright left in `root`
+    (TMPDIR): those of this user whose pid no longer runs. A folder whose pid runs is kept, even where the pid
+    is another process's by now."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in (root or Path(tempfile.gettempdir())).iterdir():
+            match = OWN_FOLDER.fullmatch(entry.name)
+            with contextlib.suppress(OSError):
+                if (match and not _alive(int(match[1])) and entry.is_dir() and not entry.is_symlink()
+                        and entry.stat().st_uid == os.getuid()):
+                    _remove(entry)
+                    removed.append(entry)
+    return removed
 
 
 def stop_running() -> None:
@@ -164,37 +256,44 @@ def stop_running() -> None:
 def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None) -> dict:
     """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults.
 
-    `fault` ("PHASE:raise", "PHASE:hang" or "PHASE:abort") injects a failure, for the suite's own tests.
+    `fault` ("PHASE:raise", "PHASE:hang", "PHASE:abort", "PHASE:garbage"; "PHASE:exhaust" under a `ulimit -v`)
+    injects a failure, for the suite's own tests; FOOTPRINT_FAULT gives it to every scenario of a command (the
+    fault matrix, tests/test_faults.py). Its folder (`footprint-<pid>-...` in TMPDIR) is gone when this returns,
+    and so is every process of the worker's group; folders of orchestrators killed outright are removed first.
     """
+    fault = fault or os.environ.get("FOOTPRINT_FAULT") or None
     scenario = replace(scenario, device=device.resolve(scenario.device))
     if scenario.unavailable:  # a technique the framework does not have: recorded, not imitated
         return scenario.bare_record() | {
-                "status": "unavailable", "failure": {"phase": None, "message": scenario.unavailable},
+                "status": "unavailable",
+                "failure": {"phase": None, "message": scenario.unavailable, "recorded_by": ORCHESTRATOR},
                 "nvml": {"available": False, "reason": "not run"},
                 "run": {"git_commit": environment.git_commit(), "machine": environment.machine(), "wall_seconds": 0.0}}
     python = interpreter(scenario.framework, scenario.device)
     source, no_source = _nvml_source(scenario)
     sampler = nvml.Sampler(source.read) if source else None
     baseline = sampler.sample() if sampler else None  # before the worker exists: anyone here is someone else
-    with tempfile.TemporaryDirectory(prefix="footprint-") as tmp:
-        out, log = Path(tmp) / "record.json", Path(tmp) / "output.txt"
+    remove_stale_folders()
+    tmp = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
+    try:
+        out, log = tmp / "record.json", tmp / "output.txt"
+        (tmp / "tmp").mkdir()  # the worker's TMPDIR: where missing, Python's tempfile would fall back to /tmp
         command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
         command += ["--fault", fault] if fault else []
         start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
         with log.open("wb") as output:
-            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, Path(tmp)),
+            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp),
                                        stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                                        start_new_session=True)
-            with _RUNNING_LOCK:
-                _RUNNING.add(process)
-            if sampler:
-                sampler.start(process.pid)
             try:
+                with _RUNNING_LOCK:
+                    _RUNNING.add(process)
+                if sampler:
+                    sampler.start(process.pid)
                 returncode, gave_up = _wait(process, log, timeout)
                 timed_out = gave_up == "timeout"
             except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
-                _kill_group(process)
-                process.wait()
+                _end(process)
                 if sampler and source:
                     sampler.stop()
                     source.close()
@@ -205,6 +304,8 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         wall = time.monotonic() - start
         (record, shape_fault), output_tail = _read_record(out, scenario), _tail(log)
         allocator_line = _allocator_line(log)
+    finally:
+        _remove(tmp)
     if sampler and baseline and source:  # all three or none
         record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
         record["nvml"]["gpu"] = source.describe()
@@ -216,17 +317,19 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     else:
         record["nvml"] = {"available": False, "reason": no_source}
     if shape_fault:
-        record["status"], record["failure"] = "crashed", {"phase": None, "message": shape_fault}
+        record["status"], record["failure"] = "crashed", {"phase": None, "message": shape_fault,
+                                                          "recorded_by": ORCHESTRATOR}
     elif gave_up == "allocator" and record["status"] not in STATUSES:
         record["status"] = "oom"
         record["failure"] = {"phase": record.get("current_phase"), "message": (
             f"the allocator ran out of memory and the worker had not ended {ALLOCATOR_GRACE_S:g} s later (it retries "
-            f"each allocation for up to 10 s); the worker was killed after: {allocator_line}")}
+            f"each allocation for up to 10 s); the worker was killed after: {allocator_line}"),
+            "recorded_by": ORCHESTRATOR}
     elif record["status"] not in STATUSES or timed_out:
         status, message = _outcome(record, returncode, timed_out, output_tail, timeout,
                                    oom_kills.rose(kills_before, oom_kills.counts()))
         record["status"] = status
-        record["failure"] = {"phase": record.get("current_phase"), "message": message}
+        record["failure"] = {"phase": record.get("current_phase"), "message": message, "recorded_by": ORCHESTRATOR}
     record["run"] = {
         "interpreter": python,
         "exit_code": returncode,
@@ -237,7 +340,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
         "orchestrator_python": sys.version.split()[0],
-        "env_set": set_variables(scenario, Path(tmp)),
+        "env_set": set_variables(scenario, tmp),
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
         "output_tail": output_tail if record["status"] != "ok" else "",
     }
