@@ -220,6 +220,7 @@ def _stopped_bench(base: Path, sent: int) -> None:
     data = ending.run_file()
     assert ending.code == 130 and f"stopped by {signal.Signals(sent).name}" in ending.output, ending.output[-2000:]
     assert data["complete"] is False and data["missing"] and len(data["records"]) + len(data["missing"]) == 4
+    assert not (ending.results / "default-cpu.json.store").exists()  # the run file holds all it had (docs/usage.md)
     _clean(ending)
 
 

@@ -143,3 +143,22 @@ def test_a_merged_run_lists_every_commit_its_records_came_from_and_the_report_sa
     assert list(written["git_commits"].items()) == [(published[1]["run"]["git_commit"], 2), ("0123456789abcdef", 1)]
     assert (f"- **records from several commits** (a merged run): `{published[1]['run']['git_commit'][:10]}` (2), "
             "`0123456789` (1)") in markdown(written)
+
+
+def test_a_fit_answer_is_kept_by_its_question_and_resume_skips_it(tmp_path: Path) -> None:
+    """The fit suite's answers are keyed by question: a second run of the file knows what was answered (what
+    --resume skips), a repeated answer replaces the first, and `missing` lists only the unanswered."""
+    scenario = Scenario.create("torch", "heatmap68", kind="infer", device="cpu")
+    asked = {runfile.fit_identity(scenario, budget, 64): scenario.to_dict() | {"fit_budget_bytes": budget}
+             for budget in (2**30, 2**31)}
+    first, second = list(asked)
+    run = runfile.RunFile("fit", "cpu", tmp_path / "fit-cpu.json")
+    run.request(asked)
+    run.add_fit({"scenario": scenario.to_dict(), "answer": "fits", "question_identity": first})
+    run.add_fit({"scenario": scenario.to_dict(), "answer": "fits", "largest_batch": 9, "question_identity": first})
+    run.finish()
+    written = load(tmp_path / "fit-cpu.json")
+    assert [fit["largest_batch"] for fit in written["fits"]] == [9] and not written["complete"]
+    assert [entry["fit_budget_bytes"] for entry in written["missing"]] == [2**31]
+    again = runfile.RunFile("fit", "cpu", tmp_path / "fit-cpu.json")
+    assert again.has_fit(first) and not again.has_fit(second)
