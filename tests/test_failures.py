@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from models.scenario import Scenario
 from suites.analysis import fit
-from suites.run import oom_kills
+from suites.run import interrupts, oom_kills
 from suites.run.orchestrator import _outcome, _read_record, run_scenario
 from suites.run.registry import ROOT
 from suites.run.runfile import RunFile, load
@@ -119,3 +121,22 @@ def test_an_allocator_out_of_memory_ends_the_worker_as_oom_in_its_phase_not_at_i
     assert answer["answer"] == "does not fit" and answer["largest_batch"] is None, answer
     (first,) = answer["probes"]
     assert first["status"] == "oom" and first["why"] == "out of memory in compile", first
+
+
+def test_a_stop_while_a_worker_starts_is_raised_once_it_is_registered() -> None:
+    """SIGTERM inside `interrupts.deferred()` (where the orchestrator starts and registers a worker) is raised at its
+    end, not in the middle, where a worker forked but not yet known would outlive the run."""
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.install()
+    reached = []
+    try:
+        with pytest.raises(interrupts.Interrupted, match="stopped by SIGTERM"):
+            with interrupts.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)  # the handler has run by now: it must not have raised here
+                reached.append(True)
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+        interrupts.received.clear()
+    assert reached == [True]

@@ -28,10 +28,9 @@ from models import backends
 from models.record import atomic_write_json, phase
 from models.scenario import Scenario
 from models.spec import SpecError
-from suites.analysis.figures import driver_peak, mib, need
+from suites.analysis.figures import MIB, driver_peak, mib, need
 from suites.run.runfile import identity
 
-MIB = 2**20
 SPREAD_FIELD = "repeat_spread"
 NAMED = 3  # failing figures the verdict names before it counts the rest
 Spread = dict[str, dict[str, float]]  # framework -> view -> largest relative move between two runs of one code

@@ -36,6 +36,14 @@ def highest(record: dict, figure: Callable[[str], int | None]) -> tuple[int, str
     return max(found) if found else None
 
 
+def peaks(record: dict) -> tuple[tuple[int, str] | None, tuple[int, str] | None]:
+    """(holds, needs) at their highest phase, each with the phase: the most the process held (`driver_peak`) and
+    the most the model needed (`need`); None where no phase has the figure."""
+    device = record["scenario"]["device"]
+    return (highest(record, lambda name: driver_peak(named_phase(record, name), device)[0]),
+            highest(record, lambda name: need(record, name)[0]))
+
+
 def driver_peak(phase: dict, device: str) -> tuple[int | None, str]:
     """What the system gave the process: NVML on a GPU (the process, else the device), host RSS on the CPU."""
     if device != "cuda":

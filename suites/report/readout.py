@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from models.record import phase
 from models.scenario import Scenario
-from suites.analysis.figures import driver_peak, highest, mib, need
+from suites.analysis.figures import driver_peak, mib, need, peaks
 
 
 def _error(record: dict, name: str) -> str:
@@ -46,9 +46,7 @@ def one_line(record: dict) -> str:
     text = status.upper() if status != "ok" else "ok"
     if record["failure"]:
         text += f" in {record['failure']['phase']}"
-    for what, figure in (("holds", lambda name: driver_peak(phase(record, name), record["scenario"]["device"])[0]),
-                         ("needs", lambda name: need(record, name)[0])):
-        peak = highest(record, figure)
+    for what, peak in zip(("holds", "needs"), peaks(record), strict=True):
         if peak:
             text += f"  {what} {mib(peak[0])} MiB ({peak[1]})"
     return f"{text}  {record['run']['wall_seconds']:.1f} s"

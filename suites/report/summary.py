@@ -7,19 +7,16 @@ the lowest of each marked. The probes measure the estimate's constants, not a mo
 
 from __future__ import annotations
 
-from models.record import phase
 from models.scenario import Scenario
 from suites.analysis.constants import PROBES
-from suites.analysis.figures import driver_peak, highest, mib, need, preallocated
+from suites.analysis.figures import mib, peaks, preallocated
 
 LOWEST, POOL = "*", "p"
 
 
 def _figures(record: dict) -> tuple[int | None, int | None]:
     """(holds, needs) at their highest phase, bytes; None where the record has no such figure."""
-    device = record["scenario"]["device"]
-    holds = highest(record, lambda name: driver_peak(phase(record, name), device)[0])
-    needs = highest(record, lambda name: need(record, name)[0])
+    holds, needs = peaks(record)
     return (holds[0] if holds else None), (needs[0] if needs else None)
 
 

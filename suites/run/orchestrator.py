@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from models.record import STATUSES
 from models.scenario import Scenario
-from suites.run import device, environment, known, nvml, oom_kills
+from suites.run import device, environment, interrupts, known, nvml, oom_kills
 from suites.run.registry import ROOT, interpreter
 
 # Inherited from the caller; everything else the worker sees is set on purpose.
@@ -274,26 +275,34 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     sampler = nvml.Sampler(source.read) if source else None
     baseline = sampler.sample() if sampler else None  # before the worker exists: anyone here is someone else
     remove_stale_folders()
-    tmp = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
+    # named before it exists and made inside the `try`: a stop (SIGINT, SIGTERM) that lands as it is made still
+    # finds it removed by the `finally`
+    tmp = Path(tempfile.gettempdir()) / f"{FOLDER_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
     try:
+        tmp.mkdir(mode=0o700)
         out, log = tmp / "record.json", tmp / "output.txt"
         (tmp / "tmp").mkdir()  # the worker's TMPDIR: where missing, Python's tempfile would fall back to /tmp
         command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
         command += ["--fault", fault] if fault else []
         start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
         with log.open("wb") as output:
-            process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp),
-                                       stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+            process: subprocess.Popen | None = None
             try:
-                with _RUNNING_LOCK:
+                # started and registered as one step: a stop finds it in `_RUNNING` (another thread's
+                # `stop_running`), or is raised once it is there (a stop raised inside Popen, after the fork, would
+                # leave the worker running unseen)
+                with interrupts.deferred(), _RUNNING_LOCK:
+                    process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp),
+                                               stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                               start_new_session=True)
                     _RUNNING.add(process)
                 if sampler:
                     sampler.start(process.pid)
                 returncode, gave_up = _wait(process, log, timeout)
                 timed_out = gave_up == "timeout"
             except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
-                _end(process)
+                if process is not None:
+                    _end(process)
                 if sampler and source:
                     sampler.stop()
                     source.close()
