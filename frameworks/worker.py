@@ -1,6 +1,7 @@
 """The child side: runs one job in the process it starts in, one framework per process.
 
-    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON [--fault PHASE:raise|hang|abort|allocator-oom|exhaust]
+    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON
+        [--fault PHASE:raise|hang|abort|garbage|allocator-oom|allocator-warning|exhaust]
     python -m frameworks.worker params FRAMEWORK MODEL...
     python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ [--training]
     python -m frameworks.worker ahead SCENARIO_JSON OUT_JSON    (the compile helper, started by a scenario worker)
@@ -19,6 +20,7 @@ import json
 import mmap
 import os
 import platform
+import select
 import shutil
 import signal
 import subprocess
@@ -33,6 +35,7 @@ from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from frameworks.rss_sampler import RssSampler
 from models.catalogue import get_model
+from models.protocol import HELPER_PREFIX, MARK_VARIABLE
 from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
@@ -41,11 +44,19 @@ CALIBRATION_HOLD_S = 0.5
 # context phase at 32-104 MiB and NVML showed the other ~420 MiB within the next 20 ms, in their build phase
 CONTEXT_SETTLE_S = 1.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The `allocator-warning` fault's line, word for word: XLA's autotuner asking for scratch it may be refused, as the
+# compile helper of the fit's jax keras200m probe logged it on the H100 at c3d4247 (a warning, not an error)
+AUTOTUNER_WARNING = ("W1124 08:36:33.305511    1228 bfc_allocator.cc:371] Allocator (GPU_0_bfc) ran out of memory "
+                     "trying to allocate 1.18GiB from the lower end with freed_by_count=0. The caller indicates that "
+                     "this is not a failure, but this may mean that there could be performance gains if more memory "
+                     "were available.")
+AUTOTUNER_GOES_ON_S = 7.0  # past the orchestrator's 5 s grace (ALLOCATOR_GRACE_S), as that autotuner went on
 # Address space held from the start and given back to write the last record: a record is at most ~100 KB of JSON
 # (its timeline is bounded), and serializing it takes a few times that. Never touched, so it is resident nowhere.
 RECORD_RESERVE_BYTES = 16 * 2**20
 WORKER = "worker"  # a failure's `recorded_by` where the worker wrote it itself (the orchestrator's own: "orchestrator")
 VISIBLE_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")  # the pinning the worker saw
+MARK_WAIT_S = 0.25  # a reading takes well under a millisecond (0.16 ms on the H100 at c3d4247)
 
 
 class RecordReserve:
@@ -123,6 +134,41 @@ def load_adapter(scenario: Scenario) -> Adapter:
     return adapter_class(scenario)
 
 
+class DriverReadings:
+    """Asks the orchestrator's NVML sampler for a reading and waits until it is taken, so that a phase shorter than
+    the sampling interval (torch's compile phase: 0.3 ms) still has the driver's figure. Nothing where no sampler
+    listens (a CPU run: no variable), and nothing more once an answer did not come within MARK_WAIT_S: a worker
+    never waits on an orchestrator that does not answer, and never has two asks pending."""
+
+    def __init__(self) -> None:
+        named = os.environ.pop(MARK_VARIABLE, "")  # for this process alone: its children have no such pipes
+        self.fds = tuple(int(fd) for fd in named.split(",")) if named else ()
+        self.answers = select.poll()  # not select(): the numbers are the orchestrator's, and may pass FD_SETSIZE
+        if self.fds:
+            ask, hear = self.fds
+            os.set_inheritable(ask, False)
+            os.set_inheritable(hear, False)
+            os.set_blocking(ask, False)  # a full pipe is no answer either
+            self.answers.register(hear, select.POLLIN)
+
+    def take(self) -> None:
+        """Returns once a reading taken after this call is in the sampler's series (or it gave up)."""
+        if not self.fds:
+            return
+        ask, hear = self.fds
+        try:
+            os.write(ask, b"?")
+            if self.answers.poll(MARK_WAIT_S * 1000) and os.read(hear, 1):  # not b"": the sampler is gone
+                return
+        except OSError:  # the sampler is gone (a broken pipe)
+            pass
+        print(f"footprint worker: no NVML reading within {MARK_WAIT_S} s of asking; not asking again",
+              file=sys.stderr, flush=True)
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = ()
+
+
 class PhaseRunner:
     """Measures each phase: wall time, the host peak inside it, and the allocator's own figures."""
 
@@ -132,6 +178,7 @@ class PhaseRunner:
         self.host = HostMemory()
         self.rss = RssSampler()
         self.rss.start()
+        self.driver = DriverReadings()
         self.current: str | None = None
         self.exhausted: list = [()]  # the exhaust fault's blocks, held as a framework holds what it built
 
@@ -145,11 +192,13 @@ class PhaseRunner:
         self.host.reset_peak()
         self.rss.phase_started()
         started_at = time.monotonic()  # system-wide: the orchestrator's NVML samples use the same clock
+        self.driver.take()  # after `started_at`: a reading inside the phase's window, however short it is
         notes: dict = {}
         self._inject(name)
         yield notes
         self.adapter.synchronize()
         notes.update(self.adapter.compile_counts())
+        self.driver.take()  # before `ended_at`: the reading at the phase's end is inside its window
         ended_at = time.monotonic()
         end_rss = self.host.rss()  # before the peak, so the peak (which includes the current RSS) bounds it
         self.record["phases"].append({
@@ -172,7 +221,8 @@ class PhaseRunner:
             notes.update(action() or {})
 
     def _inject(self, name: str) -> None:
-        """Fault injection for the suite's own failure tests: a real raise, hang or abort, on request."""
+        """Fault injection for the suite's own failure tests, on request: a real raise, hang or abort, or a FAKE of
+        XLA's output where the CPU has nothing to produce it."""
         if name != self.fault_phase:
             return
         if self.fault_kind == "hang":
@@ -188,6 +238,10 @@ class PhaseRunner:
                   f"trying to allocate 1.58GiB (rounded to 1698693120) requested by op (fault injected in {name})",
                   file=sys.stderr, flush=True)
             time.sleep(10**6)
+        if self.fault_kind == "allocator-warning":  # a FAKE of XLA's autotuner: scratch refused, and it goes on
+            print(AUTOTUNER_WARNING, file=sys.stderr, flush=True)
+            time.sleep(AUTOTUNER_GOES_ON_S)
+            return
         if self.fault_kind == "exhaust":  # a real out-of-memory under `ulimit -v`, with nothing left to write with
             exhaust(self.exhausted)
             raise MemoryError(f"injected fault in phase {name}: the address space is exhausted")
@@ -238,8 +292,9 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
 
     The helper is a fresh process of this interpreter that builds the same scenario and compiles what the phases
     will run into a persistent cache in `folder`, which this worker then reads (its variables set here, before
-    the framework is imported). Its output goes to this worker's, so the orchestrator sees an allocator's out-of-
-    memory line as it comes; a failure is kept for `compile` to report.
+    the framework is imported). Its output goes to this worker's line by line as it comes, each after
+    HELPER_PREFIX: the orchestrator reads an out-of-memory line live, and names `compile` for it whatever phase this
+    worker has reached by then. A failure is kept for `compile` to report.
     """
     if not adapter.compiles_ahead or "compile" not in adapter.scenario.phases:
         return {}
@@ -247,8 +302,12 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
     shared, own = adapter.cache_environment(cache), adapter.helper_environment()
     os.environ.update(shared)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "frameworks.worker", "ahead", json.dumps(adapter.scenario.to_dict()),
-                           figures], env=os.environ | own, stdin=subprocess.DEVNULL)
+    with subprocess.Popen([sys.executable, "-m", "frameworks.worker", "ahead", json.dumps(adapter.scenario.to_dict()),
+                           figures], env=os.environ | own, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace") as done:
+        for line in done.stdout:
+            sys.stderr.write(HELPER_PREFIX + line.removesuffix("\n") + "\n")
+            sys.stderr.flush()
     helper = {"what": "compiled in a helper process before the phases, into a persistent cache the phases load from",
               "seconds": round(time.monotonic() - started, 3), "exit_code": done.returncode, "env_set": shared | own}
     written = json.loads(Path(figures).read_text()) if os.path.exists(figures) else {}

@@ -128,16 +128,32 @@ def _estimate(args: argparse.Namespace) -> int:
         raise SpecError(f"{args.constants}: neither a constants file nor a run file with a finished probe")
     if measured and measured.get("device") not in (None, resolved):
         raise SpecError(f"{args.constants}: its constants were measured on {measured['device']}, not {resolved}")
+    if args.gpu_memory and resolved != "cuda":
+        raise SpecError(f"--gpu-memory sizes a GPU's default pool: give --device cuda, not {resolved}")
+    gpu, memory = None, args.gpu_memory
     if resolved == "cuda" and measured:
-        mismatch = constants.other_card(measured, args.gpu or nvml.visible_gpu_name())
+        gpu = args.gpu or nvml.visible_gpu_name()
+        mismatch = constants.other_card(measured, gpu)
         if mismatch:
             print(f"python -m suites estimate: warning: {mismatch}", file=sys.stderr)
+        if memory is None and gpu and not args.gpu:  # the card here: its memory as NVML counts it
+            memory = device.capacity(resolved)
     known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
     analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
                         args.technique, (known or {}).get("blas_workspace", 0))
     print(explain.render(analytic, known, str(source.resolve().relative_to(constants.ROOT))
-                         if source.resolve().is_relative_to(constants.ROOT) else str(source)))
+                         if source.resolve().is_relative_to(constants.ROOT) else str(source), gpu, memory))
     return 0
+
+
+def _card_memory(text: str) -> int:
+    """--gpu-memory: a size with a unit, written as fit's budget is (24GiB, 80GB)."""
+    from suites.analysis import fit
+
+    try:
+        return fit.parse_budget(text)
+    except SpecError:
+        raise argparse.ArgumentTypeError(f"must be a size with a unit (e.g. 24GiB, 80GB), got {text!r}") from None
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -293,6 +309,10 @@ def parser() -> argparse.ArgumentParser:
     guess.add_argument("--device", default="auto", choices=DEVICES)
     guess.add_argument("--gpu", help="the card to estimate for (default: the one NVML sees); a warning where the "
                                      "constants were measured on another")
+    guess.add_argument("--gpu-memory", type=_card_memory,
+                       help="that card's memory (e.g. 24GiB; nvidia-smi's total), which sizes a default pool "
+                            "(JAX's 75 %%); default: NVML's, for the card it sees or the constants' card; else the "
+                            "pool's share alone")
     guess.add_argument("--constants", help="a constants file or a run file whose probes give them (e.g. a local "
                                            "run, results/local/default-cpu.json); default: the published run's")
     guess.set_defaults(action=_estimate)

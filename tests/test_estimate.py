@@ -175,3 +175,7 @@ def test_estimate_command_needs_no_framework() -> None:
 def test_estimate_command_bad_input_is_one_line() -> None:
     done = run_cli("estimate", "--model", "keras200m", "--batch", "-3")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "batch" in done.stderr
+    for wrong in (("--device", "cuda", "--gpu-memory", "24"), ("--device", "cpu", "--gpu-memory", "24GiB")):
+        done = run_cli("estimate", "--model", "keras200m", "--framework", "jax", *wrong)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, wrong
+        assert "--gpu-memory" in done.stderr and not done.stdout, wrong

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from frameworks.worker import AUTOTUNER_GOES_ON_S, AUTOTUNER_WARNING, compile_ahead, load_adapter
+from models.protocol import HELPER_PREFIX
 from models.scenario import Scenario
 from suites.analysis import fit
 from suites.run import interrupts, oom_kills
-from suites.run.orchestrator import _outcome, _read_record, run_scenario
+from suites.run.orchestrator import ALLOCATOR_GRACE_S, POLL_S, _outcome, _read_record, out_of_memory, run_scenario
 from suites.run.registry import ROOT
 from suites.run.runfile import RunFile, load
 from tests.conftest import FRAMEWORKS, gone, workers_of
@@ -22,6 +26,18 @@ from tests.conftest import FRAMEWORKS, gone, workers_of
 # 2**16 inputs x 2**20 units: 256 GiB of fp32 weights, far beyond this machine, so allocation really fails.
 TOO_LARGE = {"name": "too-large", "input_shape": [65536], "loss": "mse",
              "layers": [{"type": "dense", "units": 1048576}]}
+ALLOCATOR_LINES = Path(__file__).parent / "data" / "xla_allocator_lines.txt"  # real lines, with where each came from
+
+
+def replayed(section: str) -> list[str]:
+    """The lines under `[section]` in ALLOCATOR_LINES, word for word (not its comments or blank lines)."""
+    lines, current = [], None
+    for line in ALLOCATOR_LINES.read_text().splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1]
+        elif line.strip() and not line.startswith("#") and current == section:
+            lines.append(line)
+    return lines
 
 
 def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -121,6 +137,78 @@ def test_an_allocator_out_of_memory_ends_the_worker_as_oom_in_its_phase_not_at_i
     assert answer["answer"] == "does not fit" and answer["largest_batch"] is None, answer
     (first,) = answer["probes"]
     assert first["status"] == "oom" and first["why"] == "out of memory in compile", first
+
+
+def test_an_allocator_warning_is_no_out_of_memory_live_or_after_the_end() -> None:
+    """Every line the c3d4247 fit probes were ended on (XLA's autotuner asking for scratch it may be refused), the
+    same warning in TensorFlow's words and CUDA's driver refusing a pool's growth: none ends a worker, and a worker
+    that crashes after them crashed; it did not run out of memory."""
+    warnings = replayed("not out of memory")
+    assert len(warnings) == 20 and AUTOTUNER_WARNING in warnings  # the fault's line is the run's, word for word
+    for line in warnings:
+        assert out_of_memory(line) is None and out_of_memory(HELPER_PREFIX + line) is None, line
+    output = "\n".join(HELPER_PREFIX + line for line in warnings)
+    for returncode in (1, -signal.SIGSEGV):
+        assert _outcome({"current_phase": "context"}, returncode, False, output, 60, [])[::2] == ("crashed", "context")
+
+
+def test_a_line_that_says_an_allocation_failed_for_good_is_an_out_of_memory_in_its_phase() -> None:
+    """The BFC allocator's last word, XLA's and TensorFlow's RESOURCE_EXHAUSTED and TensorFlow's op error, each found
+    after the warnings: the worker's own line names the worker's phase, the compile helper's names `compile`,
+    whatever phase the worker has reached (the helper compiles before the phases)."""
+    fatal, warnings = replayed("out of memory"), replayed("not out of memory")
+    assert len(fatal) == 12
+    for line in fatal:
+        assert out_of_memory("\n".join([*warnings, line, *warnings])) == (line.strip(), None), line
+        helper_line = HELPER_PREFIX + line
+        assert out_of_memory("\n".join([*warnings, helper_line])) == (helper_line.strip(), "compile"), line
+        assert _outcome({"current_phase": "build"}, 1, False, line, 60, [])[::2] == ("oom", "build")
+        assert _outcome({"current_phase": "import"}, -signal.SIGABRT, False, helper_line, 60, []) == (
+            "oom", f"killed by SIGABRT after: {helper_line.strip()}", "compile")
+
+
+def test_an_allocator_warning_does_not_end_the_worker_which_goes_on_to_finish() -> None:
+    """The c3d4247 case: XLA's autotuner warned that a request for scratch was refused, went on compiling, and 5 s
+    later the worker, by then in its import or context phase, was killed and recorded as out of memory there. The
+    warning is a FAKE here (the worker's `allocator-warning` fault prints the run's line and goes on past the grace
+    the orchestrator gives an out-of-memory line): the CPU has no XLA autotuner."""
+    assert AUTOTUNER_GOES_ON_S > ALLOCATOR_GRACE_S + 2 * POLL_S  # long enough to be ended, were it read as one
+    scenario = Scenario.create("torch", "probe", kind="infer", device="cpu")
+    record = run_scenario(scenario, timeout=120, fault="context:allocator-warning")
+    assert record["status"] == "ok", record["failure"]
+    assert record["run"]["wall_seconds"] > AUTOTUNER_GOES_ON_S
+    assert [p["name"] for p in record["phases"]] == list(scenario.phases)
+
+
+def test_the_compile_helper_s_output_comes_through_the_worker_line_by_line_after_its_prefix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker writes each line of its compile helper's output, stdout and stderr, to its own after HELPER_PREFIX
+    as the helper writes it (the orchestrator reads it live), a last line without its newline too, and still reports
+    the helper's failure. The helper is a shell script standing in for this interpreter: the CPU's JAX helper has
+    nothing to say."""
+    fatal, go = replayed("out of memory")[0], tmp_path / "go"
+    helper = tmp_path / "helper"
+    helper.write_text(f"#!/bin/sh\necho \"$3 started\"\nprintf '%s\\n' '{fatal}' >&2\n"
+                      f"while [ ! -e '{go}' ]; do sleep 0.05; done\nprintf 'no newline'\nexit 3\n")
+    helper.chmod(0o755)
+    adapter = load_adapter(Scenario.create("jax", "plain-8", kind="train", device="cuda"))  # a GPU's: it compiles ahead
+    for name in adapter.cache_environment(""):
+        monkeypatch.setenv(name, "")  # so that the variables compile_ahead sets are undone after the test
+    output = io.StringIO()  # the worker's stderr
+    monkeypatch.setattr(sys, "executable", str(helper))
+    monkeypatch.setattr(sys, "stderr", output)
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(compile_ahead(adapter, str(tmp_path))))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while f"{HELPER_PREFIX}{fatal}\n" not in output.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    streamed = output.getvalue()
+    go.touch()
+    thread.join(timeout=60)
+    assert streamed == f"{HELPER_PREFIX}ahead started\n{HELPER_PREFIX}{fatal}\n", streamed  # while it still ran
+    assert output.getvalue() == f"{streamed}{HELPER_PREFIX}no newline\n"
+    assert result["exit_code"] == 3 and result["failure"] == "the compile helper failed in its start: exit status 3"
 
 
 def test_a_stop_while_a_worker_starts_is_raised_once_it_is_registered() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -18,7 +19,8 @@ import pytest
 
 from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate
-from suites.analysis import constants, errors
+from models.record import phase
+from suites.analysis import constants, errors, figures
 from suites.run.registry import ROOT
 
 RUNS = ROOT / "results"
@@ -93,9 +95,88 @@ def test_the_committed_gpu_constants_are_the_h100_runs_probes() -> None:
     assert constants.card(committed) == "NVIDIA H100 80GB HBM3"
 
 
-def _estimate(*extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "suites", "estimate", "--model", "resnet50", "--framework", "torch",
+def _estimate(*extra: str, framework: str = "torch") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suites", "estimate", "--model", "resnet50", "--framework", framework,
                            "--device", "cuda", *extra], capture_output=True, text=True, cwd=ROOT, check=False)
+
+
+def _probe(run: dict, framework: str, kind: str = "train", model: str = constants.PROBE) -> dict:
+    return next(r for r in run["records"] if (r["scenario"]["framework"], r["scenario"]["model"], r["scenario"]["kind"],
+                                              r["scenario"]["allocator"]) == (framework, model, kind, "default"))
+
+
+@pytest.mark.parametrize("framework", ["jax", "keras-jax"])
+def test_a_pooled_frameworks_constants_keep_the_pool_apart(framework: str) -> None:
+    """JAX's pool is in its probe's context phase (NVML): the constants take the context without it, which the run's
+    pool-off twin (noprealloc) reads within a few MiB, and keep the pool with the card's memory beside it."""
+    run = _run("h100-ec3adfa/default-cuda.json")
+    probe = _probe(run, framework)
+    known = constants.lookup(constants.load("cuda"), framework, "train")
+    assert known["pool"] == figures.pool_size(probe) > 50_000 * MIB
+    assert known["context"] + known["pool"] == figures.baseline(probe, "cuda")
+    assert known["card_bytes"] == probe["nvml"]["gpu"]["total_bytes"]
+    twin = next(r for r in _run("h100-ec3adfa/allocators-cuda.json")["records"]
+                if (r["scenario"]["framework"], r["scenario"]["allocator"]) == ("jax", "noprealloc"))
+    assert abs(figures.baseline(twin, "cuda") - known["context"]) <= 4 * MIB
+    assert "pool" not in constants.lookup(constants.load("cuda"), "torch", "train")
+
+
+def test_a_trailing_pooled_context_reading_leaves_the_context_not_the_pool() -> None:
+    """`_rebase` takes the highest context reading per framework: a pooled probe's readings are without its pool, so
+    one that trailed (here 500 MiB low) gives way to the others' context and never to a pool."""
+    run = _run("h100-ec3adfa/default-cuda.json")
+    context = constants.of_run(run)[0]["frameworks"]["jax"]["train"]["context"]
+    readings = phase(_probe(run, "jax"), "context")["nvml"]
+    for name in ("process_peak", "device_peak"):
+        readings[name]["bytes"] -= 500 * MIB
+    jax = constants.of_run(run)[0]["frameworks"]["jax"]
+    assert jax["train"]["context_read"] == context - 500 * MIB
+    assert jax["train"]["context"] == jax["infer"]["context"] == context < 1024 * MIB
+
+
+def _total(done: subprocess.CompletedProcess) -> str:
+    return next(line for line in done.stdout.splitlines() if line.startswith("total at the peak"))
+
+
+def _takes(done: subprocess.CompletedProcess) -> str:
+    return next(line for line in done.stdout.splitlines() if line.startswith("takes by default:"))
+
+
+@pytest.mark.parametrize("framework", ["jax", "keras-jax"])
+def test_a_pooled_estimate_totals_the_net_and_shows_the_pool_apart(framework: str) -> None:
+    """ResNet-50 at batch 32 trains in about 2.9 GiB of tensors: the total is those with the context less the pool and
+    the runtime overhead its allocator held (a pool fills the driver's figures), far below the 60 GB pool, which has
+    a line of its own sized for the card asked about; another card moves the pool, not the total."""
+    probe = _probe(_run("h100-ec3adfa/default-cuda.json"), framework)
+    pool, card = figures.pool_size(probe), probe["nvml"]["gpu"]["total_bytes"]
+    known = constants.lookup(constants.load("cuda"), framework, "train")
+    analytic = estimate(get_model("resnet50"), "train", 32, framework=framework, device="cuda")
+    peak, expected = max(((p.name, p.total + (constants.overhead(known, p.name, "allocator", analytic.layers) or 0)
+                           + figures.context_alone(probe, "cuda")) for p in analytic.phases if p.items),
+                         key=lambda pair: pair[1])
+    assert expected - figures.context_alone(probe, "cuda") - analytic.phase(peak).total < 200 * MIB
+    h100 = _estimate("--batch", "32", "--gpu", "NVIDIA H100 80GB HBM3", framework=framework)
+    assert h100.returncode == 0, h100.stderr
+    total = _total(h100)
+    assert f"total at the peak ({peak}): {expected / MIB:,.1f} MiB, the pool left out" in total
+    assert expected < pool / 10
+    assert f"{pool / MIB:,.1f} MiB" in _takes(h100) and f"{card / MIB:,.1f} MiB" in _takes(h100)
+    assert f"{pool / MIB:,.1f}" not in total
+    smaller = _estimate("--batch", "32", "--gpu", "NVIDIA GeForce RTX 4090", "--gpu-memory", "24GiB",
+                        framework=framework)
+    assert _total(smaller) == total
+    assert f"a pool that {framework} maps" in _takes(smaller)
+    assert f": {round(pool * 24 * 2**30 / card) / MIB:,.1f} MiB (" in _takes(smaller)
+    unknown = _estimate("--batch", "32", "--gpu", "NVIDIA GeForce RTX 4090", framework=framework)
+    assert _total(unknown) == total
+    assert f"{pool / card:.1%} of NVML's total" in _takes(unknown) and "give --gpu-memory" in _takes(unknown)
+    assert not re.search(r"[0-9,]+\.[0-9] MiB", _takes(unknown))  # no size without the card's memory
+
+
+def test_a_torch_estimate_has_no_pool_and_ignores_the_cards_memory() -> None:
+    plain = _estimate("--batch", "32")
+    assert plain.returncode == 0 and "takes by default" not in plain.stdout and "pool" not in _total(plain)
+    assert _estimate("--batch", "32", "--gpu-memory", "24GiB").stdout == plain.stdout
 
 
 def test_estimate_names_its_card_and_warns_for_another() -> None:

@@ -108,11 +108,12 @@ def test_headline_figure_cuts_the_pool_and_leaves_out_the_probe(default: dict) -
     torch, jax = panel.columns
     assert (torch.label, jax.label) == ("torch", "jax")
     assert sum(torch.holds.values()) <= panel.limit < jax.holds["pool_unused"]
-    assert set(jax.holds) >= {"context", "weights", "optimizer_state", "activations", "pool_unused",
-                              "kernel_modules"}
+    # at d2f1409 XLA autotuned inside the compile phase: that is where JAX's process held most, and its scratch is
+    # no part any rule names
+    assert jax.phase == "compile" and jax.holds["unexplained"] > 4000 * figures.MIB
+    assert set(jax.holds) >= {"context", "weights", "optimizer_state", "pool_unused", "kernel_modules"}
     assert set(torch.needs) <= set(plots.MODEL_CATEGORIES)
     assert sum(torch.needs.values()) == figures.need(_record(default, "torch", "keras200m"), torch.phase)[0]
-    assert jax.need_basis == STATIC_PLAN
 
 
 def test_allocators_figure_has_one_bar_pair_per_mode_named_by_it(allocators: dict) -> None:

@@ -36,3 +36,11 @@ def test_the_analysis_renders_nothing() -> None:
 def test_suites_top_level_is_the_command_line_and_four_folders() -> None:
     top = {path.name for path in (ROOT / "suites").iterdir() if path.name != "__pycache__"}
     assert top == {"__init__.py", "__main__.py", "run", "analysis", "report", "bench"}
+
+
+def test_nothing_in_suites_imports_a_framework_or_the_worker() -> None:
+    """The orchestrator starts the worker as a process only: what both sides share lives in models/ (protocol.py)."""
+    reaching = {f"{path.relative_to(ROOT)}: {name}" for path in sorted((ROOT / "suites").rglob("*.py"))
+                for name in _imported(path)
+                if name.split(".")[0] in ("frameworks", "torch", "jax", "jaxlib", "tensorflow", "keras", "optax")}
+    assert not reaching, reaching

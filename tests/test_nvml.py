@@ -1,17 +1,30 @@
 """NVML's windowing and PID logic, on hand-made sample series in NVML's shape (this machine has no GPU).
 
 The series are fakes at the one boundary that cannot exist here, the driver; the real NvmlSource
-is exercised by the calibration test on a GPU machine.
+is exercised by the calibration test on a GPU machine. The reading a worker asks for at each phase boundary goes
+through the real pipes, a real worker and the real sampler, with only the driver faked.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
+import os
 import subprocess
+import sys
 import time
 
+import psutil
+import pytest
+
+from frameworks import worker
 from models.record import SAMPLED_PEAK
+from models.scenario import Scenario
 from models.timeline import Timeline
+from suites.run import nvml, orchestrator
 from suites.run.nvml import Sample, Sampler, attribute, isolation
+from suites.run.registry import ROOT
 
 WORKER, HELPER, DESKTOP, HOST_PID = 4242, 4243, 100, 987654
 MB = 10**6
@@ -107,3 +120,85 @@ def test_the_isolation_check_marks_other_processes_and_memory_above_its_baseline
     assert not busy["passed"] and busy["reasons"] == [f"other compute processes on the GPU: PIDs [{DESKTOP}]",
                                                       f"used memory {300 * MB:,} bytes above its lowest reading"]
     assert isolation(Sample(2.0, 610 * MB, {}), uuid)["passed"]  # within the slack of the lowest reading
+
+
+LONG_INTERVAL_S = 3600.0  # no periodic sample lands in a phase: every reading in one was asked for at its boundary
+ASKING_WORKER = """
+import json, time
+from frameworks.worker import DriverReadings
+readings = DriverReadings()
+started_at = time.monotonic()
+readings.take()
+readings.take()
+print(json.dumps([started_at, time.monotonic()]))
+"""
+
+
+def test_a_reading_asked_for_is_taken_at_once_inside_the_window_whatever_the_interval() -> None:
+    """The worker's side (frameworks/worker.py DriverReadings) in a child process, through the real pipes: each
+    ask is answered by a sample taken after it, long before the next periodic one."""
+    sampler = Sampler(lambda: (7 * MB, {}), interval_s=LONG_INTERVAL_S)  # a FAKE driver
+    environment = os.environ | sampler.open_marks()
+    child = subprocess.Popen([sys.executable, "-c", ASKING_WORKER], cwd=ROOT, env=environment, text=True,
+                             stdout=subprocess.PIPE, pass_fds=sampler.worker_fds)
+    sampler.close_worker_fds()
+    sampler.start(child.pid)
+    output, _ = child.communicate(timeout=60)
+    stopping = time.monotonic()
+    samples = sampler.stop()
+    assert time.monotonic() - stopping < 1.0  # a stop does not wait out the interval
+    started_at, ended_at = json.loads(output)
+    assert ended_at - started_at < worker.MARK_WAIT_S  # answered, not given up on
+    assert len(samples) == 3 and sum(started_at <= s.time <= ended_at for s in samples) == 2
+
+
+def test_a_worker_that_gets_no_answer_waits_a_bounded_time_once_and_never_again(
+        capfd: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An orchestrator whose sampler does not answer (here: nobody reads the pipe) costs the worker MARK_WAIT_S
+    once; the phases go on without asking."""
+    unread, ask = os.pipe()
+    hear, silent = os.pipe()
+    monkeypatch.setenv(worker.MARK_VARIABLE, f"{ask},{hear}")
+    readings = worker.DriverReadings()
+    assert worker.MARK_VARIABLE not in os.environ  # its children have no such pipes
+    start = time.monotonic()
+    readings.take()
+    waited = time.monotonic() - start
+    readings.take()
+    assert worker.MARK_WAIT_S <= waited < worker.MARK_WAIT_S + 0.5 and time.monotonic() - start < waited + 0.05
+    assert readings.fds == () and "not asking again" in capfd.readouterr().err
+    os.close(unread)
+    os.close(silent)
+
+
+class FakeNvml:
+    """A FAKE of the driver, the one boundary this machine cannot have: each process below this one (the worker)
+    "holds" its host RSS on the GPU."""
+
+    def read(self) -> tuple[int, dict[int, int]]:
+        held = {}
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                held[child.pid] = child.memory_info().rss
+        return 100 * MB + sum(held.values()), held
+
+    def describe(self) -> dict[str, object]:
+        return {"index": 0, "name": "FAKE GPU", "uuid": "GPU-fake-phase-marks", "driver": "fake",
+                "total_bytes": 80 * 2**30}
+
+    def close(self) -> None:
+        pass
+
+
+def test_every_phase_of_a_real_worker_has_a_driver_figure_however_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The c3d4247 case: torch's compile phase took 0.3 ms, inside NVML's 2 ms interval, and had no figure. Here a
+    real CPU worker, the orchestrator's real sampler at an interval longer than the run and the real handshake;
+    only NVML is faked (the orchestrator samples only cuda scenarios: its source is the seam)."""
+    monkeypatch.setattr(orchestrator, "_nvml_source", lambda scenario: (FakeNvml(), ""))
+    monkeypatch.setattr(nvml, "Sampler", functools.partial(Sampler, interval_s=LONG_INTERVAL_S))
+    record = orchestrator.run_scenario(Scenario.create("torch", "heatmap68", kind="infer", device="cpu"))
+    assert record["status"] == "ok", record.get("failure")
+    assert record["nvml"]["view"] == "process" and nvml.MARK_VARIABLE in record["run"]["env_set"]
+    assert min(p["seconds"] for p in record["phases"]) < LONG_INTERVAL_S / 1000  # the compile phase: < 4 ms
+    for measured in record["phases"]:  # the two asked for at its start and its end; the periodic one was before
+        assert measured["nvml"]["samples"] == 2 and measured["nvml"]["process_peak"]["bytes"] > 0, measured

@@ -7,19 +7,33 @@ Older run files stored their estimate; the constants they name are used again, w
 
 from __future__ import annotations
 
+from models import allocators
 from models.estimate import RULES, Estimate
 from models.record import STATIC_PLAN, one_line
 from models.record import phase as named_phase
 from models.scenario import Scenario
 from suites.analysis import constants, figures
 
-MEASURED, DERIVED = "measured", "derived"
-RESIDUAL = {
-    "cuda": ("kernel_modules", "the driver's figure beyond the context and the allocator's memory: CUDA modules "
-                               "loaded lazily since the context, library handles"),
+MEASURED, DERIVED, ESTIMATED = "measured", "derived", "estimated"
+# What the driver holds beyond the parts below it. On a GPU whose allocator reports its pool, every byte the allocator
+# held is below it, so the rest is CUDA's own; elsewhere the rest holds what the allocator kept unreported too.
+KERNEL_MODULES = ("kernel_modules", "the driver's figure beyond the context and the allocator's pool: CUDA modules "
+                                    "loaded lazily since the context, library handles")
+RUNTIME = {
+    "cuda": ("runtime", "the driver's figure beyond the context and the model's need: CUDA modules, library handles "
+                        "and what the allocator held that its counters do not show (TensorFlow's pool, an older "
+                        "jaxlib's, the buffers of XLA's platform allocator)"),
     "cpu": ("runtime", "host RSS beyond the context and the model's tensors: framework runtime, compiler, "
                        "malloc caches"),
 }
+# The estimate's categories that name part of a need beyond autograd's saved tensors: the BLAS workspaces first (their
+# size is measured), then the optimizer update's temporaries. XLA's temp buffers already hold both, so a static plan
+# is never split.
+NAMED_BY_ESTIMATE = {"library_workspace": "the estimate's BLAS workspaces (a probe's measured size, per thread that "
+                                          "multiplied)",
+                     "update_temporaries": "the estimate's optimizer update temporaries (the framework's rules)"}
+
+
 def relative_error(estimate: int, measured: int) -> float | None:
     return round((estimate - measured) / measured, 4) if measured > 0 else None
 
@@ -86,17 +100,49 @@ def _activations(record: dict, measured: dict, held: int, need: int | None) -> t
     return None
 
 
-def breakdown(record: dict) -> dict[str, dict]:
-    """Each phase's driver peak split by where the bytes go, each part marked measured, derived or static plan.
+def _pool(record: dict, measured: dict, preallocated: int | None) -> tuple[str, int, str, str] | None:
+    """The allocator's pool in a phase, where the allocator says, as the name of its unused rest, its bytes, basis and
+    what it is: a preallocated pool (`pool_unused`), or a pool grown with the model's use, whose unused rest is the
+    allocator's cache (torch's reserved peak, JAX's BFC pool); None where the allocator does not say (TensorFlow's, an
+    older jaxlib's, one whose statistics mean nothing in its mode: torch's without caching)."""
+    counters, scenario = measured["allocator"], record["scenario"]
+    if preallocated is not None:
+        return "pool_unused", preallocated, DERIVED, "the preallocated pool"
+    if not allocators.counted(scenario["framework"], scenario["allocator"]):
+        return None
+    if "reserved_peak" in counters:
+        return "allocator_cache", counters["reserved_peak"]["bytes"], MEASURED, "the reserved peak"
+    if "peak_pool_bytes" in counters:
+        return ("allocator_cache", counters["peak_pool_bytes"]["bytes"], MEASURED,
+                "the BFC pool at its largest by the phase's end (it only grows, but on an out-of-memory retry)")
+    return None
+
+
+def _rest_of_need(rest: int, items: dict[str, int], label: str) -> list[tuple[str, int, str, str]]:
+    """The need beyond the tensors and activations: the estimate's parts in `items` (each cut to what is left, and
+    saying so), then what no rule explains."""
+    parts = []
+    for category, source in NAMED_BY_ESTIMATE.items():
+        value = min(items.get(category, 0), rest)
+        if value > 0:
+            cut = f" (cut from {items[category] / figures.MIB:,.1f} MiB to what the need leaves)"
+            parts.append((category, value, ESTIMATED, source + (cut if value < items[category] else "")))
+            rest -= value
+    return [*parts, ("unexplained", rest, DERIVED, f"what the model used ({label}) beyond its tensors, activations"
+                     + (" and the estimate's parts" if parts else "") + ": no rule names it")]
+
+
+def breakdown(record: dict, analytic: Estimate) -> dict[str, dict]:
+    """Each phase's driver peak split by where the bytes go, each part marked measured, derived, static plan or
+    estimated.
 
     The parts add up to the driver's peak and none is negative: each takes at most what the parts below it
     left of the peak (one cut is said in its source), and the last, what the driver saw beyond the context
-    and the allocator (kernel modules on a GPU, runtime on the CPU), is what is left.
+    and the allocator (kernel modules on a GPU whose allocator reports its pool, runtime elsewhere), is what is left.
     """
     resolved = record["scenario"]["device"]
     context = figures.context_alone(record, resolved)
-    pool = figures.pool_size(record)
-    residual_name, residual_source = RESIDUAL.get(resolved, RESIDUAL["cpu"])
+    preallocated = figures.pool_size(record)
     result = {}
     for measured in record.get("phases", []):
         driver, driver_label = figures.driver_peak(measured, resolved)
@@ -105,24 +151,26 @@ def breakdown(record: dict) -> dict[str, dict]:
         tensors = measured.get("tensors") or {}
         need, need_label = figures.need(record, measured["name"])
         wanted = [("context", context, MEASURED, f"{driver_label} of the context phase"
-                   + (", less the preallocated pool" if pool else ""))]
+                   + (", less the preallocated pool" if preallocated else ""))]
         wanted += [(name, tensors[name], MEASURED, "the framework's tensors at the end of the phase")
                    for name in ("weights", "gradients", "optimizer_state", "inputs") if tensors.get(name)]
         held = sum(value for _, value, _, _ in wanted[1:])
         activations = _activations(record, measured, held, need)
         if activations:
             wanted.append(("activations", *activations))
-        if need is not None:
-            inside = held + (activations[0] if activations else 0)
-            wanted.append(("workspace", need - inside, DERIVED,
-                           f"the model's need ({need_label}) beyond its tensors and activations: temporaries"))
-        used = figures.pool_used(record, measured["name"]) if pool is not None else None
-        reserved = measured["allocator"].get("reserved_peak", {}).get("bytes")
-        if used is not None:  # with no need in the phase, the allocator's peak so far: the pool is never residue
-            wanted.append(("pool_unused", pool - used, DERIVED, "the preallocated pool beyond what the model used "
-                           + ("(its need)" if need is not None else "(the allocator's peak so far)")))
-        elif need is not None and reserved is not None:
-            wanted.append(("allocator_cache", reserved - need, MEASURED, "reserved peak minus allocated peak"))
+        pool = _pool(record, measured, preallocated)
+        # with no need in the phase, what the pool holds is measured by the allocator's peak so far, never left over
+        used = figures.pool_used(record, measured["name"]) if pool else need
+        if used is not None:
+            estimated = {}
+            if activations and activations[1] == MEASURED and (planned := analytic.phase(measured["name"])):
+                estimated = planned.items
+            wanted += _rest_of_need(used - held - (activations[0] if activations else 0), estimated,
+                                    need_label if need is not None else "the allocator's peak so far")
+            if pool:
+                name, size, basis, what = pool
+                wanted.append((name, size - used, basis, f"{what} beyond what the model used ("
+                               + ("its need)" if need is not None else "the allocator's peak so far)")))
         parts, left = {}, driver
         for name, value, basis, source in wanted:
             taken = min(max(value, 0), left)
@@ -130,6 +178,8 @@ def breakdown(record: dict) -> dict[str, dict]:
                 source += f" (cut from {value / figures.MIB:,.1f} MiB to what the driver's peak leaves)"
             parts[name] = _part(taken, basis, source)
             left -= taken
+        residual_name, residual_source = (KERNEL_MODULES if pool and used is not None and resolved == "cuda"
+                                          else RUNTIME.get(resolved, RUNTIME["cpu"]))
         parts[residual_name] = _part(left, DERIVED, residual_source)
         result[measured["name"]] = parts
     return result
@@ -204,6 +254,6 @@ def _account(record: dict, known: dict | None, source: str) -> dict:
                           if known else {"missing": f"no probe of {scenario.framework} ({scenario.kind}) in {source}"}),
         },
         "comparison": comparison(record, analytic, known),
-        "breakdown": breakdown(record),
+        "breakdown": breakdown(record, analytic),
         "floor": floor(record, analytic),
     }

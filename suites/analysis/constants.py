@@ -87,12 +87,20 @@ def measured_views(record: dict, analytic: Estimate) -> dict[str, dict[str, tupl
 
 def from_probe(record: dict, measured_at: str | None = None, workspace: int | None = None) -> dict:
     """One probe record's constants: the context, the BLAS workspace (`workspace`, else the probe's own), and per
-    phase and view the bytes beyond the tensors, the workspaces among them."""
+    phase and view the bytes beyond the tensors, the workspaces among them.
+
+    A framework that maps a pool when the device starts (JAX's default) has it in the context phase's driver figure:
+    the context is taken without it, and the pool kept apart (`pool`, None where the framework does not say its
+    size) with the memory of the card it was mapped on (`card_bytes`, NVML's total), since its size follows the card
+    and the setting, not the model: the estimate sizes it for the card asked about (`pool_on`)."""
     scenario = Scenario.from_dict(record["scenario"])
     workspace = blas_workspace(record) if workspace is None else workspace
     known = {"blas_workspace": workspace} if workspace else {}
     views = measured_views(record, analytic_estimate(scenario, known))
-    context = figures.baseline(record, scenario.device)
+    context = figures.context_alone(record, scenario.device)
+    if figures.preallocated(record):
+        known |= {"pool": figures.pool_size(record),
+                  "card_bytes": (record.get("nvml", {}).get("gpu") or {}).get("total_bytes")}
     return known | {
         "layers": len(scenario.spec.layers),
         "context": context,
@@ -140,7 +148,8 @@ def _rebase(kinds: dict, device: str) -> None:
     NVML's reading of a new CUDA context can trail it by a few hundred milliseconds: in the H100 run at
     ec3adfa, 3 of 16 probes ended their context phase at 32-104 MiB where the others read 518-520 MiB, and their
     build phase then counted the rest of the context as the model's. A trailing reading is only ever low, so the
-    highest is the context; the figures above it keep their whole (context plus rise) unchanged.
+    highest is the context; the figures above it keep their whole (context plus rise) unchanged. A preallocating
+    framework's readings are taken without its pool (`from_probe`), so the highest is its context, never a pool.
     """
     if device not in TRAILS:
         return
@@ -210,8 +219,18 @@ def _empty(record: dict) -> dict:
 
 
 def card(data: dict) -> str:
-    """The card (or machine) a constants file was measured on, without its driver and size."""
-    return str(data.get("device_description", "")).split(", driver")[0]
+    """The card (or machine) a constants file, or one framework's constants in it, was measured on, without its
+    driver and size."""
+    return str(data.get("device_description") or data.get("measured_on", "")).split(", driver")[0]
+
+
+def pool_on(known: dict, card_bytes: int | None) -> int | None:
+    """The pool a preallocating framework maps by default on a card of `card_bytes`: the measured pool's share of
+    the probe's card, applied to it (JAX's default takes a fraction of the card, not a size); None where the pool's
+    size or either card's memory is not known."""
+    if known.get("pool") is None or not known.get("card_bytes") or card_bytes is None:
+        return None
+    return round(known["pool"] * card_bytes / known["card_bytes"])
 
 
 def other_card(data: dict, wanted: str | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from models import allocators, backends
 from models.estimate import CATEGORIES, RULES, Estimate
 from models.scenario import DTYPES
 from suites.analysis import constants
@@ -28,8 +29,45 @@ def _row(label: str, values: list[float | None]) -> str:
     return f"{label:<38}{cells}"
 
 
-def render(analytic: Estimate, known: dict | None, source: str) -> str:
-    """The categories per phase in MiB, the measured constants (labelled) and the total."""
+def _mib(value: int) -> str:
+    return f"{value / MIB:,.1f} MiB"
+
+
+def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu: str | None,
+                gpu_memory: int | None) -> list[str]:
+    """A framework that maps a pool when the device starts, in the report headline's three figures: what it takes by
+    default (the pool, sized for the card asked about, with the context beside it), what its process holds without
+    the pool (the total: the figure that compares across frameworks) and what the model needs. The pool is never in
+    the total: its size follows the card and the setting, not the model."""
+    modes = allocators.MODES[backends.backend(analytic.framework)]
+    off = allocators.without_pool(analytic.framework)
+    measured_card = constants.card(known)
+    asked = gpu or ("a card" if gpu_memory is not None else measured_card)  # --gpu-memory alone: a card of that size
+    memory = gpu_memory if gpu_memory is not None else (
+        known.get("card_bytes") if constants.other_card(known, asked) is None else None)
+    why = f"its default: {modes['default'].description}"
+    pooling = f"a pool that {analytic.framework} maps when the device starts, whatever the model needs"
+    if known["pool"] is None or not known.get("card_bytes"):  # TensorFlow's default does not say its pool's size
+        takes = f"the context and {pooling} ({why}), its share of the card not measured: neither size is known"
+    else:
+        share = f"{known['pool'] / known['card_bytes']:.1%} of NVML's total on {measured_card}, where it was measured"
+        sized = constants.pool_on(known, memory)
+        takes = (f"{_mib(sized + (known['context'] or 0))}, the context and {pooling}: {_mib(sized)} ({why}; {share}, "
+                 f"applied to {asked}'s {_mib(memory)}); the model's tensors live inside it" if sized is not None else
+                 f"the context and {pooling} ({why}; {share}); {asked}'s memory is not known here, so neither is the "
+                 f"pool's size: give --gpu-memory SIZE")
+    return [f"takes by default: {takes}",
+            f"holds without the pool: {_mib(peak)} at {peak_name}, the total above ({off}: "
+            + ", ".join(f"{name}={value}" for name, value in modes[off].env.items()) + ")",
+            f"needs: {_mib(peak - (known['context'] or 0))} at {peak_name}: its tensors and the runtime overhead its "
+            f"allocator holds, the total less the context"]
+
+
+def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None = None,
+           gpu_memory: int | None = None) -> str:
+    """The categories per phase in MiB, the measured constants (labelled) and the total; for a framework that maps a
+    pool when the device starts, the pool on a line of its own, sized for the card `gpu` of `gpu_memory` bytes (the
+    constants' card where None) and never in the total."""
     size = DTYPES[analytic.dtype]
     phases = [p for p in analytic.phases if p.items]
     weights = analytic.param_count * size
@@ -50,21 +88,28 @@ def render(analytic: Estimate, known: dict | None, source: str) -> str:
             lines.append(_row(LABELS[category], [p.items.get(category, 0) for p in phases]))
     lines.append(_row("tensors (analytic)", [p.total for p in phases]))
     if known:
-        overheads = [constants.overhead(known, p.name, "driver", analytic.layers) for p in phases]
-        lines.append(_row("runtime overhead (measured constant)", overheads))
-        lines.append(_row("context (measured constant)", [known["context"]] * len(phases)))
-        totals = [p.total + (o or 0) + known["context"] for p, o in zip(phases, overheads, strict=True)]
+        pooled, context = "pool" in known, known["context"]
+        # a pool fills a pooled probe's driver figures: what its allocator held beyond its tensors is what was measured
+        view = "allocator" if pooled else "driver"
+        overheads = [constants.overhead(known, p.name, view, analytic.layers) for p in phases]
+        lines.append(_row(f"runtime overhead ({'allocator, measured' if pooled else 'measured constant'})", overheads))
+        named = "context less pool" if pooled else "context"
+        lines.append(_row(f"{named} (measured constant)", [context] * len(phases)))
+        totals = [p.total + (o or 0) + (context or 0) for p, o in zip(phases, overheads, strict=True)]
         lines.append(_row("total", totals))
         peak_name, peak = max(zip((p.name for p in phases), totals, strict=True), key=lambda pair: pair[1])
-        overhead = constants.overhead(known, peak_name, "driver", analytic.layers) or 0
-        context = known["context"]
-        lines += ["", f"total at the peak ({peak_name}): {peak / MIB:,.1f} MiB; its context ({context / MIB:,.1f} MiB)"
-                  f" and runtime overhead ({overhead / MIB:,.1f} MiB) are measured constants from {source}"
+        overhead = constants.overhead(known, peak_name, view, analytic.layers) or 0
+        said = _mib(overhead) + (", its allocator's: a pool fills the probe's driver figures" if pooled else "")
+        lines += ["", f"total at the peak ({peak_name}): {peak / MIB:,.1f} MiB"
+                  + (", the pool left out" if pooled else "")
+                  + f"; its {named} ({'not known' if context is None else _mib(context)}) and runtime overhead "
+                  f"({said}) are measured constants from {source}"
                   f" (the probe model on {known.get('measured_on', 'an unrecorded machine')}, "
                   f"{', '.join(f'{k} {v}' for k, v in known.get('versions', {}).items()) or 'versions unrecorded'}; "
                   f"commit {known['git_commit']}, {known['measured_at']}"
                   + (f"; with the depth probe's cost per layer for {analytic.layers} layers"
                      if known.get("per_layer") else "; no depth probe: nothing per layer") + ")"]
+        lines += _pool_lines(analytic, known, peak_name, peak, gpu, gpu_memory) if pooled else []
     else:
         peak_name = analytic.peak.name
         lines += ["", f"total at the peak ({analytic.peak.name}): {analytic.peak.total / MIB:,.1f} MiB of tensors;",

@@ -44,6 +44,21 @@ def peaks(record: dict) -> tuple[tuple[int, str] | None, tuple[int, str] | None]
             highest(record, lambda name: need(record, name)[0]))
 
 
+def summary_phase(record: dict) -> str | None:
+    """The one phase a record is summed up by, in the headline's table, its sentence and the plot alike: where the
+    process holds most without a pool (its accounted breakdown less `pool_unused`); on a tie (a cache keeps a step's
+    memory into the phases after it) the phase with the model's own need, then the earliest, where it was reached.
+    None where the record has no breakdown."""
+    parts = record.get("breakdown") or {}
+    if not parts:
+        return None
+    order = [p["name"] for p in record.get("phases", [])]
+    return max(parts, key=lambda name: (sum(value["bytes"] for part, value in parts[name].items()
+                                            if part != "pool_unused"),
+                                        need(record, name)[0] is not None,
+                                        -order.index(name) if name in order else -len(order)))
+
+
 def driver_peak(phase: dict, device: str) -> tuple[int | None, str]:
     """What the system gave the process: NVML on a GPU (the process, else the device), host RSS on the CPU."""
     if device != "cuda":

@@ -5,7 +5,9 @@ by it (torch's per-process memory fraction, TensorFlow's logical-device memory l
 preallocation fraction), so a batch too large fails the way it would on the smaller card. Otherwise
 (on the CPU) a probe fits when it finished and its whole-process peak, the driver's view, stayed within
 the budget: judged, not enforced, and the result says so. A preallocated pool counts as what the model
-used of it, so a framework is not judged by a pool the cap itself sized.
+used of it, so a framework is not judged by a pool the cap itself sized. A probe is judged on the phases that have
+a figure, and says which had none; each answer says what it was judged on (`judged_on`) and keeps every probe's
+whole record, so a fit run file can be read again.
 
 Only running out of memory, or a peak over the budget, means "does not fit". Any other failure (an
 error, a crash, a timeout) leaves the answer unknown, with the reason: it says nothing about memory.
@@ -62,50 +64,74 @@ class Probe:
     peak_bytes: int | None
     fits: bool | None  # None: the probe failed for a reason that is not memory
     why: str
+    phases_without_figure: tuple[str, ...] = ()  # not judged on: no driver figure (or no pool use) in them
 
 
-def process_peak(record: dict) -> int | None:
-    """The most the process held in any phase, with a preallocated pool counted as what the model used of it:
-    its need, or where the allocator cannot say for the phase alone, its peak so far (an upper bound)."""
+def phase_figures(record: dict) -> dict[str, int | None]:
+    """Each phase's figure of the whole process, None where it has none: the driver's peak, with a preallocated
+    pool counted as what the model used of it: its need, or where the allocator cannot say for the phase alone,
+    its peak so far (an upper bound)."""
     resolved, pool = record["scenario"]["device"], figures.pool_size(record)
-    peaks = []
+    found: dict[str, int | None] = {}
     for measured in record.get("phases", []):
         held = figures.driver_peak(measured, resolved)[0]
         if held is not None and pool is not None and measured["name"] != "import":  # mapped in the context phase
             used = figures.pool_used(record, measured["name"])
             held = held - pool + used if used is not None else None
-        peaks.append(held)
-    return None if None in peaks else max(peaks, default=None)
+        found[measured["name"]] = held
+    return found
+
+
+def process_peak(record: dict) -> int | None:
+    """The most the process held in the phases that have a figure; None where none has. A phase without one (at
+    c3d4247 a 0.3 ms compile phase between two NVML samples) must not leave the probe with no answer."""
+    return max((held for held in phase_figures(record).values() if held is not None), default=None)
+
+
+def judged_on(record: dict) -> str:
+    """What `process_peak` is for this record, in words: what an answer was judged on."""
+    if record["scenario"]["device"] != "cuda":
+        return "the host's peak RSS of the process (and the processes it started)"
+    seen = ("NVML's peak of the whole device (the worker's PID not visible to NVML)"
+            if record.get("nvml", {}).get("view", "").startswith("device") else "NVML's peak of the process")
+    return seen + (", its preallocated pool counted as what the model used of it"
+                   if figures.pool_size(record) is not None else "")
 
 
 def judge(record: dict, budget: int) -> Probe:
     """Fits: finished with its peak within the budget. Does not fit: out of memory, or over. Else unknown."""
     batch, status = record["scenario"]["batch"], record["status"]
     peak = process_peak(record)
+    missing = tuple(name for name, held in phase_figures(record).items() if held is None)
     failure = record.get("failure") or {}
     if status == "oom":
-        return Probe(batch, status, peak, False, f"out of memory in {failure.get('phase')}")
+        return Probe(batch, status, peak, False, f"out of memory in {failure.get('phase')}", missing)
     if status != "ok":
-        return Probe(batch, status, peak, None, f"{status} in {failure.get('phase')}: {failure.get('message')}")
+        return Probe(batch, status, peak, None, f"{status} in {failure.get('phase')}: {failure.get('message')}",
+                     missing)
     if peak is None:
-        return Probe(batch, status, None, None, "no figure of the whole process to judge by")
+        return Probe(batch, status, None, None, "no figure of the whole process to judge by", missing)
     verdict = "within" if peak <= budget else "over"
-    return Probe(batch, status, peak, peak <= budget, f"peak {peak / 2**20:,.0f} MiB, {verdict} the budget")
+    unjudged = f" (no figure in {', '.join(missing)}: judged on the other phases)" if missing else ""
+    return Probe(batch, status, peak, peak <= budget, f"peak {peak / 2**20:,.0f} MiB, {verdict} the budget{unjudged}",
+                 missing)
 
 
 def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict], max_batch: int = MAX_BATCH) -> dict:
     """Doubles the batch from 1 until a probe does not fit, then bisects: the answer passed and the next failed.
 
     A probe whose answer is unknown ends the search: the answer is then unknown too. `max_batch` bounds the
-    search (and its compute time); an answer at the bound says so.
+    search (and its compute time); an answer at the bound says so. Each probe keeps its whole record.
     """
     scenario, how = capped(scenario, budget)
     unit = ACCUMULATION_STEPS if scenario.technique == "accumulate" else 1  # micro-batches need a multiple
     probes: dict[int, Probe] = {}
+    records: dict[int, dict] = {}
 
     def probe(multiple: int) -> bool | None:
         batch = multiple * unit
-        probes[batch] = judge(run(replace(scenario, batch=batch)), budget)
+        records[batch] = run(replace(scenario, batch=batch))
+        probes[batch] = judge(records[batch], budget)
         return probes[batch].fits
 
     passed, failed, unknown = 0, None, None
@@ -131,7 +157,8 @@ def find(scenario: Scenario, budget: int, run: Callable[[Scenario], dict], max_b
     return {"scenario": scenario.to_dict(), "budget_bytes": budget, "how": how, "answer": answer,
             "unknown_reason": f"batch {unknown.batch}: {unknown.why}" if unknown else None,
             "largest_batch": passed or None, "first_failing_batch": failed,
-            "probes": [asdict(probes[b]) for b in sorted(probes)],
+            "judged_on": "; ".join(dict.fromkeys(judged_on(records[b]) for b in sorted(records))) or None,
+            "probes": [asdict(probes[b]) | {"record": records[b]} for b in sorted(probes)],
             "capped_at_max_batch": failed is None and not unknown}
 
 
@@ -149,13 +176,39 @@ def reread(result: dict) -> dict:
     return {"answer": "fits" if result["largest_batch"] else "does not fit", "unknown_reason": None} | result
 
 
+# Where a probe's phase had not yet begun to hold the model: an out-of-memory there, in a worker whose compile helper
+# ran first, is what XLA's autotuner warning read as one looked like (the H100 run at c3d4247)
+BEFORE_THE_MODEL_RUNS = ("import", "context", "build", "compile")
+
+
+def doubts(result: dict) -> list[str]:
+    """Why an answer written before probes kept their records may be wrong: the two faults the H100 run at c3d4247
+    showed, read from the probe summaries alone (a newer answer keeps each probe's record, and the faults are fixed).
+    A doubt is a reason to re-run the question, not a verdict."""
+    if any("record" in probe for probe in result["probes"]):
+        return []
+    scenario = Scenario.from_dict(result["scenario"])
+    found = []
+    for probe in result["probes"]:
+        if probe["fits"] is None and probe["why"].startswith("no figure of the whole process"):
+            found.append(f"batch {probe['batch']}: a phase had no driver sample and the probe was left unjudged "
+                         "(fixed: a reading at every phase boundary, judged on the phases that have one)")
+        elif (probe["status"] == "oom" and scenario.device == "cuda" and backends.backend(scenario.framework) == "jax"
+              and probe["why"].removeprefix("out of memory in ") in BEFORE_THE_MODEL_RUNS):
+            found.append(f"batch {probe['batch']}: {probe['why']}, before the model ran: likely XLA's autotuner "
+                         "warning from the compile helper (\"...not a failure\") read as an out-of-memory (fixed: "
+                         "only an allocation that failed for good ends a worker)")
+    return found
+
+
 def describe(result: dict) -> str:
     """The answer with the probes that led to it."""
     scenario = Scenario.from_dict(result["scenario"])
     budget = result["budget_bytes"] / 2**20
     settings = f"{scenario.optimizer}, " if scenario.kind == "train" else ""
     head = (f"{scenario.framework} {scenario.model} {scenario.kind} ({settings}technique {scenario.technique}) "
-            f"within {budget:,.0f} MiB on {scenario.device}: ")
+            f"within {budget:,.0f} MiB on {scenario.device}"
+            + (f", judged on {result['judged_on']}: " if result.get("judged_on") else ": "))  # older: none
     if result.get("answer") == "unknown":
         head += f"unknown: {result['unknown_reason']}"
         if result["largest_batch"]:
@@ -166,7 +219,11 @@ def describe(result: dict) -> str:
         head += f"fits at every batch tried, up to {result['largest_batch']} (the search's bound)"
     else:
         head += f"largest batch {result['largest_batch']} (batch {result['first_failing_batch']} does not fit)"
+    doubtful = doubts(result)
+    if doubtful:
+        head += " (doubtful: answered by code with faults since fixed, see below)"
     lines = [head, f"budget {result['how']}", "probes (each a fresh process):"]
     verdicts = {True: "fits", False: "no  ", None: "??  "}
     lines += [f"  batch {p['batch']:>5}: {verdicts[p['fits']]}  {p['why']}" for p in result["probes"]]
+    lines += [f"doubt: {reason}" for reason in doubtful]
     return "\n".join(lines)

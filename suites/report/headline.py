@@ -1,9 +1,11 @@
 """The table a report opens with: per model and kind, each framework's three figures (what it takes of the device
 by default, a pool included and named; what its process holds without the pool; what the model needs), the
-physical floor, the estimate's error and the status; then one sentence per model saying which part of the
-breakdown drives the largest difference between frameworks, read from the bars the plot draws.
+physical floor, the estimate's error and the status; then sentences saying which parts of the breakdown make the
+difference between frameworks run alike, read from the bars the plot draws.
 
-No ratio is ever taken against a pool: a pool is sized by the framework's setting, not by the model.
+Table, sentences and plot sum a record up at one phase (`figures.summary_phase`), so they never disagree on what they
+compare. No ratio or comparison is ever taken against a pool: a pool is sized by the framework's setting, not by the
+model.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from dataclasses import dataclass
 from models import allocators
 from models.record import phase
 from models.scenario import Scenario
+from suites.analysis import figures
 from suites.analysis.constants import PROBES
 from suites.analysis.figures import MIB, driver_peak, highest, mib, need
 from suites.report import plots
+
+NAMED = 3  # the parts a sentence names one by one; the rest are "other parts"
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,13 @@ class Row:
 
 
 def _held(record: dict) -> tuple[int, str] | None:
-    return highest(record, lambda name: driver_peak(phase(record, name), record["scenario"]["device"])[0])
+    """What the process holds at the phase the record is summed up by, with the phase; where it has no breakdown (a
+    pool whose size the framework does not say), its highest figure."""
+    device = record["scenario"]["device"]
+    name = figures.summary_phase(record)
+    if name is None:
+        return highest(record, lambda found: driver_peak(phase(record, found), device)[0])
+    return driver_peak(phase(record, name), device)[0], name
 
 
 def _pool_off_key(record: dict) -> str:
@@ -64,15 +75,19 @@ def _status(record: dict) -> str:
     return record["status"] + (f" in {failure['phase']}" if failure.get("phase") else "")
 
 
+def _at(found: tuple[int, str] | None) -> str:
+    """A figure in MiB with its phase, or '-'."""
+    return "-" if found is None else f"{mib(found[0])} ({found[1]})"
+
+
 def _cells(row: Row) -> str:
     record = row.record
     held = _held(record)
-    takes = "-" if held is None else f"{mib(held[0])} ({held[1]})" + (", a pool" if row.pooled else "")
+    takes = _at(held) + (", a pool" if held and row.pooled else "")
     if row.comparable is None:
         without = f"not run ({allocators.without_pool(record['scenario']['framework'])})"
     else:
-        found = _held(row.comparable)
-        without = "-" if found is None else f"{mib(found[0])} ({found[1]})"
+        without = _at(_held(row.comparable))
     needs = highest(record, lambda name: need(record, name)[0])
     floor = record.get("floor", {})
     ratio = f"{needs[0] / floor['bytes']:,.1f}x" if needs and floor.get("bytes") else "-"
@@ -80,31 +95,56 @@ def _cells(row: Row) -> str:
              if held else None)
     status = _status(record) + (f"; without the pool {_status(row.without_pool)}"
                                 if row.pooled and row.without_pool and row.without_pool["status"] != "ok" else "")
-    return (f"| {plots.variant(record)} | {takes} | {without} | {mib(needs[0] if needs else None)} | "
-            f"{mib(floor.get('bytes'))} | {ratio} | {'-' if error is None else f'{error:+.0%}'} | {status} |")
+    return (f"| {plots.variant(record)} | {takes} | {without} | {_at(needs)} | {mib(floor.get('bytes'))} | {ratio} | "
+            f"{'-' if error is None else f'{error:+.0%}'} | {status} |")
 
 
 def drawn(record: dict) -> tuple[str, dict[str, int]] | None:
     """The phase the plot draws for a record and its breakdown by part, the pool left out; None without one."""
-    name = plots.peak_phase(record)
+    name = figures.summary_phase(record)
     if name is None or record["status"] != "ok":
         return None
     return name, {part: value["bytes"] for part, value in record["breakdown"][name].items() if part != "pool_unused"}
 
 
-def sentence(found: list[Row]) -> str | None:
-    """Between the framework whose process holds most without a pool and the one holding least, at the phases the
-    plot draws: the part of the breakdown that differs most. Pooled runs without a pool-off twin are left out."""
-    bars = [(record, *shown) for row in found if (record := row.comparable) and (shown := drawn(record))]
-    if len(bars) < 2:
-        return None
-    (high, high_phase, most), (low, low_phase, least) = (max(bars, key=lambda bar: sum(bar[2].values())),
-                                                         min(bars, key=lambda bar: sum(bar[2].values())))
-    gaps = {part: most.get(part, 0) - least.get(part, 0) for part in {*most, *least}}
-    part = max(gaps, key=gaps.__getitem__)
-    return (f"Without a pool, {plots.variant(high)} holds {(sum(most.values()) - sum(least.values())) / MIB:,.0f} MiB "
-            f"more than {plots.variant(low)} at the phases the plot draws ({high_phase} against {low_phase}); the "
-            f"largest part of it is {part.replace('_', ' ')} (+{gaps[part] / MIB:,.0f} MiB).")
+def _alike(record: dict) -> str:
+    """A run's settings but its framework and allocator: the runs one sentence compares share it (same technique,
+    batch, optimizer, dtype, execution)."""
+    return json.dumps(Scenario.from_dict(record["scenario"]).to_dict() | {"framework": None, "allocator": None},
+                      sort_keys=True)
+
+
+def differences(high: dict[str, int], low: dict[str, int], named: int = NAMED) -> tuple[int, list[tuple[str, int]]]:
+    """The difference between two breakdowns in whole MiB, and the parts that make it, signed and summing to it: the
+    `named` largest, then the other parts together (where they round to a MiB or more)."""
+    gaps = {part: high.get(part, 0) - low.get(part, 0) for part in dict.fromkeys([*high, *low])}
+    largest = [(part.replace("_", " "), round(gap / MIB)) for part, gap in
+               sorted(gaps.items(), key=lambda item: -abs(item[1]))[:named] if round(gap / MIB)]
+    total = round((sum(high.values()) - sum(low.values())) / MIB)
+    rest = total - sum(size for _, size in largest)
+    return total, largest + ([("other parts", rest)] if rest else [])
+
+
+def sentences(found: list[Row]) -> list[str]:
+    """Per group of rows run alike but for the framework (each framework's default run, a pooled one by its pool-off
+    run; a pooled run without one is left out): between the one whose process holds most and the one holding least,
+    at the phases the table and the plot show, the parts that make the difference."""
+    groups: dict[str, list[tuple[dict, str, dict[str, int]]]] = {}
+    for row in found:
+        record = row.comparable
+        if row.record["scenario"]["allocator"] == "default" and record and (shown := drawn(record)):
+            groups.setdefault(_alike(row.record), []).append((record, *shown))
+    said = []
+    for bars in groups.values():
+        if len({record["scenario"]["framework"] for record, _, _ in bars}) < 2:
+            continue
+        (high, high_phase, most), (low, low_phase, least) = (max(bars, key=lambda bar: sum(bar[2].values())),
+                                                             min(bars, key=lambda bar: sum(bar[2].values())))
+        total, parts = differences(most, least)
+        said.append(f"Without a pool, {plots.variant(high)} holds {total:,} MiB more than {plots.variant(low)} "
+                    f"({high_phase} against {low_phase}, as the table and the plot show them); by part: "
+                    + ", ".join(f"{part} {size:+,}" for part, size in parts) + " MiB.")
+    return said
 
 
 def section(run: dict) -> list[str]:
@@ -114,17 +154,22 @@ def section(run: dict) -> list[str]:
         return []
     lines = ["", "## Headline", "",
              "Per model and kind, three figures that answer three questions: what the framework **takes** of the "
-             "device by default and in which phase (a preallocated pool included, and named), what its process "
-             "**holds without a pool** (the same run with the pool off: JAX's noprealloc, TensorFlow's growth; "
-             "the same figure where the framework maps no pool), and what the model **needs** (the allocator's "
-             "peak). Then the physical floor (what no framework can avoid), needs over floor (never a ratio against "
-             "a pool), the estimate's error at the phase that takes most (driver's view) and the status. MiB.", ""]
+             "device by default (a preallocated pool included, and named), what its process **holds without a "
+             "pool** (the same run with the pool off: JAX's noprealloc, TensorFlow's growth; the same figure where "
+             "the framework maps no pool), each at the phase in brackets: the one the run is summed up by, where "
+             "its process holds most without a pool, as the plot draws it; and what the model **needs** at most "
+             "(the allocator's peak) in the phase in brackets: what a card must fit, which can fall in another "
+             "phase when a cache keeps what that phase freed. Then the physical floor (what no framework can "
+             "avoid), needs over floor (never a ratio against a pool), the estimate's error at the phase the run "
+             "is summed up by (driver's view) and the status. MiB. Below the table, for the frameworks' default "
+             "runs alike but for the framework (a pooled one by its pool-off run), the parts that make the "
+             "difference between the one holding most and the one holding least, signed, summing to it.", ""]
     for (model, kind), records in groups.items():
         found = rows(records)
         lines += [f"**{model}, {kind}** (batch {records[0]['scenario']['batch']})", "",
                   "| framework | takes by default | holds without a pool | needs | floor | needs / floor | "
                   "estimate error | status |",
                   "|---|---:|---:|---:|---:|---:|---:|---|", *(_cells(row) for row in found)]
-        said = sentence(found)
-        lines += ["", said, ""] if said else [""]
+        said = sentences(found)
+        lines += ["", *said, ""] if said else [""]
     return lines

@@ -22,7 +22,7 @@ from matplotlib.colors import to_hex, to_rgb  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 
 from models import backends  # noqa: E402
 from models.record import STATIC_PLAN, atomic_write  # noqa: E402
@@ -32,7 +32,16 @@ from suites.analysis import (
     errors,  # noqa: E402
 )
 from suites.analysis.constants import PROBES  # noqa: E402
-from suites.analysis.figures import allocated_now, context_alone, driver_peak, need  # noqa: E402
+from suites.analysis.figures import (  # noqa: E402
+    allocated_now,
+    baseline,
+    context_alone,
+    driver_peak,
+    need,
+    pool_size,
+    preallocated,
+    summary_phase,
+)
 
 MIB = 2**20
 DPI = 90
@@ -107,8 +116,12 @@ def _scale(axis: object, values: Iterable[float], which: str = "y") -> bool:
     positive = [value for value in values if value and value > 0]
     log = bool(positive) and max(positive) / min(positive) > LOG_RATIO
     (axis.set_yscale if which == "y" else axis.set_xscale)("log" if log else "linear")
-    if log:  # 1,000 rather than 10^3: MiB read as numbers
-        (axis.yaxis if which == "y" else axis.xaxis).set_major_formatter(FuncFormatter(_plain))
+    if log:  # 1,000 rather than 10^3: MiB read as numbers, at 1, 2 and 5 of each decade so that an axis spanning
+        # less than two decades still has labelled ticks (matplotlib's own minor labels would read 6 x 10^1)
+        chosen = axis.yaxis if which == "y" else axis.xaxis
+        chosen.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        chosen.set_major_formatter(FuncFormatter(_plain))
+        chosen.set_minor_formatter(NullFormatter())
     return log
 
 
@@ -204,23 +217,26 @@ def save(drawn: list[tuple[Figure, Path]]) -> list[Path]:
     return [path for _, path in drawn]
 
 
-# One color per breakdown category, the same in every figure.
-CATEGORY_COLORS = {"context": "#7f7f7f", "kernel_modules": "#c7c7c7", "weights": "#1f77b4", "gradients": "#aec7e8",
-                   "optimizer_state": "#ff7f0e", "inputs": "#ffbb78", "activations": "#2ca02c",
-                   "workspace": "#98df8a", "allocator_cache": "#d62728", "pool_unused": "#f7b6d2",
-                   "runtime": "#c7c7c7"}
-MODEL_CATEGORIES = ("weights", "gradients", "optimizer_state", "inputs", "activations", "workspace")
-GPU_ONLY, CPU_ONLY = ("kernel_modules", "pool_unused"), ("runtime",)
+# One color per breakdown category, the same in every figure (one GPU run can have both kernel modules and runtime:
+# the latter where the allocator does not report its pool); what no rule explains is hatched grey, so that it is never
+# read as a known part.
+CATEGORY_COLORS = {"context": "#7f7f7f", "kernel_modules": "#c7c7c7", "runtime": "#c49c94", "weights": "#1f77b4",
+                   "gradients": "#aec7e8", "optimizer_state": "#ff7f0e", "inputs": "#ffbb78", "activations": "#2ca02c",
+                   "library_workspace": "#98df8a", "update_temporaries": "#dbdb8d", "unexplained": "#ececec",
+                   "allocator_cache": "#d62728", "pool_unused": "#f7b6d2"}
+HATCHED = ("unexplained",)
+# The parts of the model's need: its tensors, its activations, the estimate's named parts of the rest, the rest.
+MODEL_CATEGORIES = ("weights", "gradients", "optimizer_state", "inputs", "activations", "library_workspace",
+                    "update_temporaries", "unexplained")
 # Bottom to top: what is there before the model, the model, then what the allocator keeps unused.
 STACK_ORDER = ("context", "kernel_modules", "runtime", *MODEL_CATEGORIES, "allocator_cache", "pool_unused")
 
 
-def peak_phase(record: dict) -> str | None:
-    """The phase a record is summed up by: the highest need, else the highest driver peak, among its breakdowns."""
-    parts = record.get("breakdown", {})
-    if not parts:
-        return None
-    return max(parts, key=lambda name: (need(record, name)[0] or 0, sum(p["bytes"] for p in parts[name].values())))
+def _category_style(category: str) -> dict:
+    """A category's look in a bar and in the legend alike: its colour, hatched (dark grey) where unexplained."""
+    hatched = category in HATCHED
+    return {"facecolor": CATEGORY_COLORS[category], "edgecolor": "0.4" if hatched else "white",
+            "hatch": "////" if hatched else None}
 
 
 def _stack(axis: object, x: float, parts: dict[str, int], categories: tuple[str, ...], limit: float,
@@ -234,8 +250,7 @@ def _stack(axis: object, x: float, parts: dict[str, int], categories: tuple[str,
             continue
         shown = min(value, max(limit - bottom, 0))
         if shown > 0:
-            drawn = axis.bar(x, shown, width, bottom=bottom, color=CATEGORY_COLORS[category], edgecolor="white",
-                             linewidth=0.3)
+            drawn = axis.bar(x, shown, width, bottom=bottom, linewidth=0.3, **_category_style(category))
             if gid:
                 _mark(drawn, gid)
         if shown < value:
@@ -258,7 +273,9 @@ class Column:
     holds: dict[str, int]  # every part of the driver's peak, by category
     needs: dict[str, int]  # the model's own parts; empty where the framework has no allocator figure
     need_basis: str
-    versus: str = ""  # a Keras column: what it holds at its peak beyond its raw backend's column
+    pooled: bool = False  # the driver's figures hold a pool mapped at start, sized by a setting, not by the model
+    counterpart: str = ""  # a Keras column: the label of its raw backend's column with the same settings
+    versus: str = ""  # a Keras column: how much more it holds or needs than its counterpart (`_versus_raw`)
 
 
 @dataclass(frozen=True)
@@ -283,12 +300,16 @@ def breakdown_panels(run: dict) -> list[Panel]:
             continue
         columns = []
         for record in records:
-            name = peak_phase(record)
+            name, scenario = summary_phase(record), Scenario.from_dict(record["scenario"])
             parts = {c: p["bytes"] for c, p in record["breakdown"][name].items()} if name else {}
+            if unknown := sorted(set(parts) - set(STACK_ORDER)):  # a part no bar draws would vanish from the plot
+                raise ValueError(f"{scenario.variant}: breakdown part {', '.join(unknown)} is not in plots.STACK_ORDER")
             basis = need(record, name)[1] if name else ""
             needs = ({c: parts[c] for c in MODEL_CATEGORIES if c in parts}
                      if name and need(record, name)[0] is not None else {})
-            columns.append(Column(variant(record), name, record["status"], parts, needs, basis))
+            raw = backends.raw(scenario.framework)
+            columns.append(Column(scenario.variant, name, record["status"], parts, needs, basis, scenario.preallocates,
+                                  " ".join([raw, *scenario.variant_parts[1:]]) if raw else ""))
         columns = [_versus_raw(column, columns) for column in columns]
         without_pool = [sum(v for c, v in column.holds.items() if c != "pool_unused") for column in columns]
         result.append(Panel(model, kind, records[0]["scenario"]["batch"], tuple(columns),
@@ -297,18 +318,26 @@ def breakdown_panels(run: dict) -> list[Panel]:
 
 
 def _versus_raw(column: Column, columns: list[Column]) -> Column:
-    """A Keras column with its holds at the peak beside its raw backend's column in the same panel."""
-    counterpart = next((c for c in columns if c.label == backends.raw(column.label) and c.holds), None)
-    if counterpart is None or not column.holds:
+    """A Keras column beside its counterpart in the same panel, like with like and never a pool (a pool is sized by
+    a setting, so a difference of pools says nothing of Keras): what the process holds where neither is pooled,
+    else what the model needs where both have that figure on one basis, else nothing."""
+    counterpart = next((c for c in columns if column.counterpart and c.label == column.counterpart), None)
+    if counterpart is None or column.phase is None or counterpart.phase is None:
         return column
-    difference = sum(column.holds.values()) - sum(counterpart.holds.values())
+    if not (column.pooled or counterpart.pooled):
+        view, mine, theirs = "holds", column.holds, counterpart.holds
+    elif column.needs and counterpart.needs and column.need_basis == counterpart.need_basis:
+        view, mine, theirs = "needs", column.needs, counterpart.needs
+    else:
+        return column
+    difference = sum(mine.values()) - sum(theirs.values())
     sign = "+" if difference >= 0 else "-"
-    return replace(column, versus=f"{sign}{abs(difference) / MIB:,.0f} MiB vs {counterpart.label}")
+    return replace(column, versus=f"{view} {sign}{abs(difference) / MIB:,.0f} MiB\nvs {counterpart.label}")
 
 
 def _column_label(column: Column) -> str:
     """A column's tick label: the framework, the phase drawn, "holds | needs" only where it has a needs bar, and what
-    a Keras column holds beyond its raw backend's."""
+    a Keras column holds or needs beyond its raw backend's."""
     if column.phase is None:
         return column.label
     pair = "\nholds | needs" + (" (plan)" if column.need_basis == STATIC_PLAN else "") if column.needs else ""
@@ -316,9 +345,10 @@ def _column_label(column: Column) -> str:
 
 
 def breakdown_bars(run: dict) -> Figure:
-    """Per model and kind, per framework: what the process holds at its peak phase (a stacked breakdown: context,
-    kernel modules, the model's tensors, cache, pool, its total in MiB above it) and, where the framework's
-    allocator says, beside it what the model needs (its tensors only).
+    """Per model and kind, per framework: what the process holds at its summary phase (a stacked breakdown:
+    context, kernel modules, the model's tensors, what no rule explains hatched grey, cache, pool, its total in MiB
+    above it) and, where the framework's allocator says, beside it what the model needs; under a Keras column, how
+    much more it holds or needs than its raw backend (`_versus_raw`).
 
     The axis ends a little above the largest bar without a pool, so a 60 GB pool is cut, not allowed to
     flatten the rest: its true size is written on it.
@@ -347,9 +377,8 @@ def breakdown_bars(run: dict) -> Figure:
     driver = "host RSS" if run["device"] == "cpu" else "NVML"
     what = (f"where the peak goes: what the process holds ({driver}, stacked by part, its total in MiB on top); "
             "where the allocator has a figure, beside it what the model needs (its tensors)")
-    names = [name for name in STACK_ORDER if name not in (GPU_ONLY if run["device"] == "cpu" else CPU_ONLY)]
-    return _finish(figure, run, what, _patches([n.replace("_", " ") for n in names],
-                                               [CATEGORY_COLORS[n] for n in names]))
+    drawn = [name for name in STACK_ORDER if any(c.holds.get(name) for p in found for c in p.columns)]
+    return _finish(figure, run, what, [Patch(label=name.replace("_", " "), **_category_style(name)) for name in drawn])
 
 
 @dataclass(frozen=True)
@@ -597,12 +626,16 @@ MARKERS = (("o", "circles"), ("s", "squares"), ("^", "triangles"), ("D", "diamon
 
 def sweeps(run: dict) -> Figure:
     """Memory against batch (keras-small) and depth (plain-N, with and without checkpointing), with fitted slopes:
-    colour the framework, marker the model, hollow and dotted a checkpointed run."""
-    swept = {name: fits for name in ("batch", "depth") if (fits := across_records.sweep_fits(run, name))}
+    colour the framework, marker the model, hollow and dotted a checkpointed run. One view per panel (a row per
+    view): a framework whose figure is its allocator's (keras-tensorflow on the CPU) never shares an axis with the
+    whole process's."""
+    fits_by = {name: across_records.sweep_fits(run, name) for name in ("batch", "depth")}
+    swept = {(name, view): fits for view in errors.VIEW_NAMES for name in ("batch", "depth")
+             if (fits := [fit for fit in fits_by[name] if fit.view == view])}
     frameworks = list(dict.fromkeys(fit.framework for fits in swept.values() for fit in fits))
     entries = max((len(fits) for fits in swept.values()), default=0)
-    figure, axes = _flow(len(swept), 2, (max(6.8, 13 / max(len(swept), 1)), 4.6 + 0.16 * entries))
-    for axis, (axis_name, fits) in zip(axes, swept.items(), strict=True):
+    figure, axes = _flow(len(swept), 2, (max(6.8, 13 / min(max(len(swept), 1), 2)), 4.6 + 0.16 * entries))
+    for axis, ((axis_name, view), fits) in zip(axes, swept.items(), strict=True):
         models = list(dict.fromkeys(fit.model for fit in fits))
         xs_all, ys_all = [], []
         for fit in fits:
@@ -615,7 +648,7 @@ def sweeps(run: dict) -> Figure:
             points = [max(y, 1) / MIB for y in ys]
             _mark(axis.plot(xs, points, marker, color=color, linestyle="none",
                             markerfacecolor="none" if fit.technique == "checkpoint" else color,
-                            label=f"{fit.model} {fit.framework} {fit.technique} ({fit.view}): {described}"),
+                            label=f"{fit.model} {fit.framework} {fit.technique}: {described}"),
                   FRAMEWORK_GID + fit.framework)
             if fit.linear:  # the line only where it fits; elsewhere the points, joined, and their steps named
                 axis.plot(xs, [max(fit.intercept + fit.slope * x, 1) / MIB for x in xs], style, color=color, lw=1)
@@ -635,7 +668,7 @@ def sweeps(run: dict) -> Figure:
         axis.set_ylabel("training peak (MiB)" if axis_name == "batch" else "activation memory at the peak (MiB)")
         axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.13))  # below: the points stay visible
         axis.grid(alpha=0.3)
-        axis.set_title(f"growth with {axis_name}", fontsize=10)
+        axis.set_title(f"growth with {axis_name}: {errors.VIEW_NAMES[view]}", fontsize=10)
     return _finish(figure, run, "growth with batch and depth: a line only where it fits (hollow, dotted: "
                    "checkpointing)", _framework_patches(frameworks))
 
@@ -690,41 +723,126 @@ def memory_timeline(record: dict) -> dict | None:
     return chosen if chosen and chosen.get("points") and record.get("phases") else None
 
 
+@dataclass(frozen=True)
+class Samples:
+    """One record's timeline in plot units: x in phase bands, MiB on y."""
+
+    xs: list[float]
+    solid: list[float]  # the worker's processes (NVML), anonymous RSS (CPU)
+    dotted: list[float]  # the device (NVML), total RSS (CPU)
+    dots: list[tuple[int, float]]  # the allocator's reading at each phase's end
+    pool: float | None  # MiB from which the driver's figures are a preallocated pool; None where none is
+
+
+def samples(record: dict) -> Samples:
+    """What a timeline draws of a record (one that `memory_timeline` finds)."""
+    x, timeline = _phase_axis(record), memory_timeline(record)
+    points = timeline["points"]
+    ends = [(index + 1, allocated_now(phase)) for index, phase in enumerate(record["phases"])]
+    # a pool whose size the framework does not say (TensorFlow's default) starts where the context phase's peak does
+    pool = (pool_size(record) or baseline(record, record["scenario"]["device"])) if preallocated(record) else None
+    return Samples([x(timeline["start_monotonic_s"] + point[0] / 1000) for point in points],
+                   [point[1] / 1024 for point in points], [point[2] / 1024 for point in points],
+                   [(index, value / MIB) for index, value in ends if value is not None], pool / MIB if pool else None)
+
+
+def _broken(axis: object) -> tuple[object, object]:
+    """Two axes in the place of one, for an axis broken between them: a strip above for the pools, the rest below at
+    its own scale, the cut marked on both."""
+    figure, spec = axis.figure, axis.get_subplotspec()
+    axis.remove()
+    inner = spec.subgridspec(2, 1, height_ratios=(1, 2.2))
+    upper = figure.add_subplot(inner[0])
+    lower = figure.add_subplot(inner[1], sharex=upper)
+    upper.spines.bottom.set_visible(False)
+    lower.spines.top.set_visible(False)
+    upper.tick_params(axis="x", bottom=False, labelbottom=False)
+    cut = {"marker": [(-1, -0.5), (1, 0.5)], "markersize": 10, "linestyle": "none", "color": "black",
+           "clip_on": False}
+    upper.plot([0, 1], [0, 0], transform=upper.transAxes, **cut)
+    lower.plot([0, 1], [1, 1], transform=lower.transAxes, **cut)
+    return upper, lower
+
+
 def timelines(run: dict) -> Figure:
     """Per model and kind, each framework's memory through its phases: on the CPU anonymous RSS (solid, the figure
     that repeats) and total RSS (dotted) from the worker's sampler, on a GPU NVML's figure for the worker's
     processes (solid) and the device's (dotted); the allocator's reading at each phase's end (dots); the phases
-    as bands. Colour: the framework, a shade of it per variant."""
+    as bands. Colour: the framework, a shade of it per variant.
+
+    A preallocated pool (JAX's 61 GB on an H100) would squash every other line into a strip, so where one lifts its
+    lines far above the rest the axis is broken: the pools in a strip above, the rest below at its own scale, every
+    line at its true value in both (unlike a pool left as a note, its own level stays readable; unlike a panel of
+    its own, each framework stays on one axis beside the others).
+    """
     groups = {key: [r for r in records if memory_timeline(r)]
               for key, records in panels([r for r in run["records"] if r["scenario"]["model"] not in PROBES]).items()}
     groups = {key: records for key, records in groups.items() if records}
     colors = shades(variant(r) for records in groups.values() for r in records)
-    figure, axes = _flow(len(groups), 2, (max(PANEL[0], 11 / min(max(len(groups), 1), 2)), 3.8))
-    for axis, ((model, kind), records) in zip(axes, groups.items(), strict=True):
-        for record in records:
-            color, x = colors[variant(record)], _phase_axis(record)
-            timeline = memory_timeline(record)
-            xs = [x(timeline["start_monotonic_s"] + point[0] / 1000) for point in timeline["points"]]
-            _mark(axis.plot(xs, [point[1] / 1024 for point in timeline["points"]], color=color, linewidth=1.2),
-                  FRAMEWORK_GID + variant(record))
-            axis.plot(xs, [point[2] / 1024 for point in timeline["points"]], color=color, linewidth=0.8, linestyle=":")
-            ends = [(index + 1, allocated_now(p)) for index, p in enumerate(record["phases"])]
-            axis.plot([i for i, value in ends if value is not None],
-                      [value / MIB for _, value in ends if value is not None], "o", color=color, markersize=3)
+    drawn = {key: {variant(r): samples(r) for r in records} for key, records in groups.items()}
+    pooled = any(s.pool for found in drawn.values() for s in found.values())
+    width = max(PANEL[0], 11 / min(max(len(groups), 1), 2))
+    figure, slots = _flow(len(groups), 2, (width, 5.4 if pooled else 3.8))
+    for slot, ((model, kind), found) in zip(slots, drawn.items(), strict=True):
         phases = PHASES[kind]
-        for index in range(1, len(phases), 2):
-            axis.axvspan(index, index + 1, color="0.93", zorder=0)
-        axis.set_xticks([index + 0.5 for index in range(len(phases))], phases, fontsize=7, rotation=20, ha="right",
-                        rotation_mode="anchor")
-        axis.set_xlim(0, len(phases))
-        axis.set_ylim(bottom=0)
-        axis.set_ylabel("MiB")
-        axis.set_title(f"{model}, {kind} (batch {records[0]['scenario']['batch']})", fontsize=10)
-        axis.grid(axis="y", alpha=0.3)
+        cut = _pool_break(found, len(phases))
+        axes = _broken(slot) if cut else (slot,)
+        for axis in axes:
+            for name, drawn_samples in found.items():
+                _draw_samples(axis, drawn_samples, colors[name], FRAMEWORK_GID + name)
+            for index in range(1, len(phases), 2):
+                axis.axvspan(index, index + 1, color="0.93", zorder=0)
+            axis.set_xlim(0, len(phases))
+            axis.yaxis.set_major_formatter(FuncFormatter(_plain))
+            axis.grid(axis="y", alpha=0.3)
+        axes[-1].set_xticks([index + 0.5 for index in range(len(phases))], phases, fontsize=7, rotation=20,
+                            ha="right", rotation_mode="anchor")
+        axes[-1].set_ylim(0, cut[0] if cut else None)
+        axes[-1].set_ylabel("MiB")
+        axes[0].set_title(f"{model}, {kind} (batch {groups[model, kind][0]['scenario']['batch']})", fontsize=10)
+        if cut:
+            axes[0].set_ylim(*cut[1:])
+            axes[0].yaxis.set_major_locator(MaxNLocator(3))
+            axes[0].text(0.99, 0.5, _wrap(_pools_note(found), width * 0.6, 7), transform=axes[0].transAxes,
+                         ha="right", va="center", fontsize=7, bbox={"facecolor": "white", "edgecolor": "none",
+                                                                     "alpha": 0.8})
     lines = ("anonymous RSS (solid), total (dotted)" if run["device"] != "cuda"
              else "NVML: the worker's processes (solid), the device (dotted)")
     return _finish(figure, run, f"memory through the phases: {lines}, the allocator (dots)",
                    _patches(list(colors), list(colors.values())))
+
+
+def _pool_break(found: dict[str, Samples], bands: int) -> tuple[float, float, float] | None:
+    """Where a panel's axis breaks: the top of the lower axis, the bottom and top of the pools' strip (MiB); None
+    where no pool lifts its lines to more than twice the rest. Only what lies inside the phase bands sets the scale:
+    what the worker's processes held before the first phase or after the last (at ec3adfa, up to 12.9 GB before a
+    JAX worker's import) is drawn on the edges, cut."""
+    low = min((s.pool for s in found.values() if s.pool), default=math.inf)  # from here up, a line is a pool's
+    values = [y for s in found.values() for line in (s.solid, s.dotted)
+              for x, y in zip(s.xs, line, strict=True) if 0 < x < bands]
+    below = [y for y in values if y < low] + [y for s in found.values() for _, y in s.dots]
+    above = [y for y in values if y >= low]
+    if not above or max(below, default=0) >= low / 2:
+        return None
+    pad = max(0.15 * (max(above) - min(above)), 0.004 * max(above))
+    return max(below, default=1) * 1.1, min(above) - pad, max(above) + pad
+
+
+def _pools_note(found: dict[str, Samples]) -> str:
+    """What the strip above a broken axis holds: which frameworks preallocated pools, of what sizes."""
+    names = list(dict.fromkeys(framework_of(name) for name, s in found.items() if s.pool))
+    sizes = sorted({s.pool for s in found.values() if s.pool})
+    what = (f"a {sizes[0]:,.0f} MiB pool" if len(sizes) == 1
+            else "pools of " + ", ".join(f"{size:,.0f}" for size in sizes) + " MiB")
+    return f"axis broken: {' and '.join(names)} preallocated {what}"
+
+
+def _draw_samples(axis: object, found: Samples, color: str, gid: str) -> None:
+    """One record's lines and dots on an axis, each marked with what it stands for."""
+    _mark([*axis.plot(found.xs, found.solid, color=color, linewidth=1.2),
+           *axis.plot(found.xs, found.dotted, color=color, linewidth=0.8, linestyle=":"),
+           *axis.plot([i for i, _ in found.dots], [value for _, value in found.dots], "o", color=color, markersize=3)],
+          gid)
 
 
 PLOTS = {"default": breakdown_bars, "allocators": allocator_modes, "techniques": technique_savings, "sweeps": sweeps,

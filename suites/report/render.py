@@ -7,11 +7,14 @@ from pathlib import Path
 
 from models.record import STATIC_PLAN, atomic_write, phase
 from models.scenario import PHASES, Scenario
-from suites.analysis import accounting, across_records, errors, fit
+from suites.analysis import accounting, across_records, errors, figures, fit
 from suites.analysis.constants import PROBES
 from suites.analysis.figures import driver_peak, mib, need
 from suites.report import headline, plots
 from suites.run import known, runfile
+
+# A breakdown part's basis (suites.analysis.accounting) as the report marks it.
+BASIS_MARKS = {accounting.MEASURED: "m", accounting.DERIVED: "d", STATIC_PLAN: "p", accounting.ESTIMATED: "e"}
 
 
 def _share(value: float | None) -> str:
@@ -292,7 +295,8 @@ def _estimate_rows(records: list[dict], kind: str, floor: bool) -> list[str]:
     rows = _phase_rows(records, kind, "estimate vs measured", _estimate_cell)
     if floor:
         rows.append("| peak / floor | " + " | ".join(_floor_cell(r.get("floor", {})) for r in records) + " |")
-    rows.append("| where the peak goes | " + " | ".join(_breakdown_cell(r) for r in records) + " |")
+    rows.append(f"| where the peak goes ({', '.join(f'{mark} {basis}' for basis, mark in BASIS_MARKS.items())}) | "
+                + " | ".join(_breakdown_cell(r) for r in records) + " |")
     return rows
 
 
@@ -307,13 +311,13 @@ def _floor_cell(floor: dict) -> str:
 
 
 def _breakdown_cell(record: dict) -> str:
-    """The breakdown of the record's peak phase (plots.peak_phase); m = measured, d = derived, p = static plan."""
+    """The breakdown at the phase the record is summed up by (figures.summary_phase), as the headline and the plot
+    show it, each part marked by its basis (BASIS_MARKS)."""
     parts = record.get("breakdown", {})
     if not parts:
         return "-"
-    name = plots.peak_phase(record)
-    mark = {"measured": "m", "derived": "d"}
-    return f"{name}: " + ", ".join(f"{category} {mib(part['bytes'])} {mark.get(part['basis'], 'p')}"
+    name = figures.summary_phase(record)
+    return f"{name}: " + ", ".join(f"{category} {mib(part['bytes'])} {BASIS_MARKS[part['basis']]}"
                                    for category, part in parts[name].items() if part["bytes"])
 
 
@@ -330,9 +334,9 @@ def _error_summary(run: dict) -> list[str]:
              "use the framework's own estimate (JAX's compiled memory_analysis(), torch's mem_tracker) with the "
              "same constants. Absolute relative error over every phase after the context, probes excluded.", "",
              "| framework | view | estimate | phases | median error | max error |", "|---|---|---|---:|---:|---:|"]
-    for (framework, view, source), figures in summary.items():
-        lines.append(f"| {framework} | {view} | {source} | {figures['n']} | {figures['median']:.1%} | "
-                     f"{figures['max']:.1%} |")
+    for (framework, view, source), found in summary.items():
+        lines.append(f"| {framework} | {view} | {source} | {found['n']} | {found['median']:.1%} | "
+                     f"{found['max']:.1%} |")
     return lines
 
 def _host_cell(record: dict, name: str) -> str:

@@ -26,8 +26,8 @@ RUNS = {  # what each answer reads, relative to results/
     "cpu_default": "cpu-eb50ac8/default-cpu.json", "cpu_techniques": "cpu-4bbc599/techniques-cpu.json",
     "cpu_sweeps": "cpu-4bbc599/sweeps-cpu.json", "cpu_fit": "cpu-248a74c/fit-cpu.json",
 }
-BREAKDOWN = ("context", "kernel_modules", "weights", "inputs", "activations", "workspace", "allocator_cache",
-             "pool_unused", "runtime")
+BREAKDOWN = ("context", "kernel_modules", "runtime", "weights", "inputs", "activations", "library_workspace",
+             "update_temporaries", "unexplained", "allocator_cache", "pool_unused")
 
 
 @functools.cache
@@ -62,7 +62,8 @@ def story_1() -> list[str]:
              f"heatmap68 (1.5 MB of weights, one 256x256 image), inference on the {run['device_description']} "
              f"({_link('gpu_default')}). MiB at the inference phase's peak; each part measured or derived from "
              "measurements as the report explains (context: the CUDA context alone; kernel_modules: what the "
-             "driver counts beyond the context and the allocator, CUDA modules and library handles; a pool: the "
+             "driver counts beyond the context and the allocator's pool, CUDA modules and library handles; "
+             "unexplained: what the model used beyond its tensors and activations that no rule names; a pool: the "
              "preallocated memory the model did not use).", "",
              "| framework | " + " | ".join(parts) + " | the card lost |", "|---" * (len(parts) + 2) + "|"]
     for record in records:

@@ -2,7 +2,9 @@
 
 NVML has no peak counter, so a thread samples the device's used memory and every process's
 used memory at a fixed interval, and each phase gets the maximum of the samples inside its
-window (the worker stamps phase start and end with the same system-wide monotonic clock).
+window (the worker stamps phase start and end with the same system-wide monotonic clock). A phase
+shorter than the interval would have none, so the worker also asks for a reading at each phase's start and
+end and waits for it (`Sampler.open_marks`; frameworks/worker.py `DriverReadings`).
 NVML reports host PIDs: where the worker's PID is not among them (a container's PID
 namespace), the device-wide figure stands in, labelled so.
 """
@@ -10,15 +12,17 @@ namespace), the device-wide figure stands in, labelled so.
 from __future__ import annotations
 
 import os
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from types import ModuleType
 
 import psutil
 
+from models.protocol import MARK_VARIABLE
 from models.record import AT_PHASE_END, SAMPLED_PEAK, counter
 from models.timeline import Timeline
 
@@ -113,12 +117,17 @@ def process_tree(root: int) -> frozenset[int]:
 
 @dataclass
 class Sampler:
-    """Samples `read` every `interval_s` in a thread until stopped; tracks the worker's process tree."""
+    """Samples `read` every `interval_s` in a thread until stopped, and at once whenever the worker asks
+    (`open_marks`); tracks the worker's process tree."""
 
     read: Callable[[], tuple[int, dict[int, int]]]
     interval_s: float = DEFAULT_INTERVAL_S
     samples: list[Sample] = field(default_factory=list)
     read_seconds: float = 0.0
+    worker_fds: tuple[int, ...] = field(default=(), init=False)  # the worker's ends of the marks, until it has them
+    _asked: int | None = field(default=None, init=False)  # this side of the marks: the worker's asks, the answers
+    _answer: int | None = field(default=None, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
 
     def sample(self, tree: frozenset[int] = frozenset()) -> Sample:
         start = time.monotonic()
@@ -126,23 +135,61 @@ class Sampler:
         self.read_seconds += time.monotonic() - start
         return Sample(start, used, processes, tree)
 
+    def open_marks(self) -> dict[str, str]:
+        """Pipes by which the worker asks for a reading at a phase boundary: it writes a byte to one and waits for
+        the same byte back on the other, which comes once a sample taken after the ask is kept. Returns the
+        worker's environment naming its ends; pass `worker_fds` to it, then `close_worker_fds`."""
+        self._asked, ask = os.pipe()
+        hear, self._answer = os.pipe()
+        os.set_blocking(self._answer, False)  # a worker that stopped listening never blocks the sampler
+        self.worker_fds = (ask, hear)
+        return {MARK_VARIABLE: f"{ask},{hear}"}
+
+    def close_worker_fds(self) -> None:
+        """Once the worker holds its ends: its exit is then the sampler's end of file."""
+        for fd in self.worker_fds:
+            os.close(fd)
+        self.worker_fds = ()
+
     def start(self, root_pid: int) -> None:
-        self._stop = threading.Event()
+        self._woken, self._wake = os.pipe()  # `stop` writes here: a wait of a long interval ends at once
         self._thread = threading.Thread(target=self._loop, args=(root_pid,), daemon=True, name="nvml-sampler")
         self._thread.start()
 
     def _loop(self, root_pid: int) -> None:
         tree, refreshed = process_tree(root_pid), time.monotonic()
-        while not self._stop.is_set():
+        events, due = select.poll(), 0.0  # not select(): an orchestrator running many workers may pass FD_SETSIZE
+        for fd in (self._woken, self._asked):
+            if fd is not None:
+                events.register(fd, select.POLLIN)
+        while True:
+            ready = dict(events.poll(max(0.0, due - time.monotonic()) * 1000))
+            if self._woken in ready:
+                return
+            asked = os.read(self._asked, 256) if self._asked in ready else b""
+            if self._asked in ready and not asked:  # the worker and every process it shared its end with are gone
+                events.unregister(self._asked)
+                continue
             if time.monotonic() - refreshed > TREE_REFRESH_S:
                 tree, refreshed = tree | process_tree(root_pid), time.monotonic()
             sample = self.sample(tree)
             self.samples.append(sample)
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - sample.time)))
+            if asked:  # taken after the ask was written: the same bytes back say so
+                with suppress(OSError):  # the worker gave up waiting, or is gone
+                    os.write(self._answer, asked)
+            due = sample.time + self.interval_s
 
     def stop(self) -> list[Sample]:
-        self._stop.set()
-        self._thread.join()
+        if self._thread:
+            os.write(self._wake, b"x")
+            self._thread.join()
+            os.close(self._wake)
+            os.close(self._woken)
+        self.close_worker_fds()
+        for fd in (self._asked, self._answer):
+            if fd is not None:
+                os.close(fd)
+        self._thread = self._asked = self._answer = None
         return self.samples
 
 
