@@ -50,7 +50,7 @@ def test_the_readme_front_page_quotes_the_published_gpu_run_as_the_code_reads_it
         assert blocks[title] in readme, title
     found = errors.of_run(run)
     for framework, view in (("torch", "allocator"), ("torch", "driver"), ("jax", "allocator"),
-                            ("keras-torch", "allocator"), ("keras-torch", "driver")):
+                            ("keras-jax", "allocator"), ("keras-torch", "allocator"), ("keras-torch", "driver")):
         figures = found[framework, view, "footprint"]
         worst = figures["worst"]
         assert (f"| {framework}, {view} | {figures['median'] * 100:.1f} % | {worst.error * 100:+.1f} % "

@@ -255,7 +255,7 @@ def of_run(run: dict) -> tuple[dict | None, list[str]]:
     for record in sorted(run["records"], key=lambda r: r["scenario"]["model"] != PROBE):  # each probe before its deep
         if record["scenario"]["model"] in PROBES and record["status"] == "ok":
             data = data or _empty(record)
-            merge(data, record, f"{run['started_at']} (the run's start)")
+            merge(data, record, f"{run['started_at']} (the run's start)" if "started_at" in run else None)
             taken.append(Scenario.from_dict(record["scenario"]).label)
     return data, taken
 

@@ -221,7 +221,7 @@ def describe(result: dict) -> str:
         head += f"largest batch {result['largest_batch']} (batch {result['first_failing_batch']} does not fit)"
     doubtful = doubts(result)
     if doubtful:
-        head += " (doubtful: answered by code with faults since fixed, see below)"
+        head += " (doubtful: answered by code with faults since fixed)"
     lines = [head, f"budget {result['how']}", "probes (each a fresh process):"]
     verdicts = {True: "fits", False: "no  ", None: "??  "}
     lines += [f"  batch {p['batch']:>5}: {verdicts[p['fits']]}  {p['why']}" for p in result["probes"]]
