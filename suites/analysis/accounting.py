@@ -27,11 +27,14 @@ RUNTIME = {
                        "malloc caches"),
 }
 # The estimate's categories that name part of a need beyond autograd's saved tensors: the BLAS workspaces first (their
-# size is measured), then the optimizer update's temporaries. XLA's temp buffers already hold both, so a static plan
-# is never split.
+# size is measured), then the optimizer update's temporaries, then what is in flight (a backward's gradient pair;
+# Keras's Functional holding every layer's output until its call returns). XLA's temp buffers already hold all of
+# them, so a static plan is never split.
 NAMED_BY_ESTIMATE = {"library_workspace": "the estimate's BLAS workspaces (a probe's measured size, per thread that "
                                           "multiplied)",
-                     "update_temporaries": "the estimate's optimizer update temporaries (the framework's rules)"}
+                     "update_temporaries": "the estimate's optimizer update temporaries (the framework's rules)",
+                     "transient": "the estimate's tensors in flight at the peak (the framework's rules: a gradient "
+                                  "pair; Keras's Functional holding the layer outputs no backward needs)"}
 
 
 def relative_error(estimate: int, measured: int) -> float | None:

@@ -27,7 +27,7 @@ RUNS = {  # what each answer reads, relative to results/
     "cpu_sweeps": "cpu-4bbc599/sweeps-cpu.json", "cpu_fit": "cpu-248a74c/fit-cpu.json",
 }
 BREAKDOWN = ("context", "kernel_modules", "runtime", "weights", "inputs", "activations", "library_workspace",
-             "update_temporaries", "unexplained", "allocator_cache", "pool_unused")
+             "update_temporaries", "transient", "unexplained", "allocator_cache", "pool_unused")
 
 
 @functools.cache

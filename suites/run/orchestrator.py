@@ -282,8 +282,9 @@ def stop_running() -> None:
 def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None) -> dict:
     """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults.
 
-    `fault` ("PHASE:raise", "PHASE:hang", "PHASE:abort", "PHASE:garbage"; "PHASE:exhaust" under a `ulimit -v`)
-    injects a failure, for the suite's own tests; FOOTPRINT_FAULT gives it to every scenario of a command (the
+    `fault` ("PHASE:raise", "PHASE:hang", "PHASE:abort", "PHASE:garbage", the FAKE allocator lines
+    "PHASE:allocator-oom" and "PHASE:allocator-warning"; "PHASE:exhaust" under a `ulimit -v`) injects a failure,
+    for the suite's own tests; FOOTPRINT_FAULT gives it to every scenario of a command (the
     fault matrix, tests/test_faults.py). Its folder (`footprint-<pid>-...` in TMPDIR) is gone when this returns,
     and so is every process of the worker's group; folders of orchestrators killed outright are removed first.
     """
