@@ -31,6 +31,8 @@ def _not_measured(run: dict) -> list[str]:
 def _commits_line(run: dict) -> str:
     """Which commits the records were measured at: one, or a merged run's several (each with its count)."""
     found = runfile.commits(run)
+    if not found:  # a fit run written before its probes kept their records
+        return f"- commit `{str(run.get('git_commit'))[:10]}` (the run's; no record of its own to count)"
     if len(found) == 1:
         return f"- every record measured at commit `{next(iter(found))[:10]}`"
     return ("- **records from several commits** (a merged run): "

@@ -183,10 +183,12 @@ def fit_identity(scenario: Scenario, budget: int, max_batch: int) -> str:
 
 
 def commits(run: dict) -> dict[str, int]:
-    """Every commit the run's records were measured at, with how many: a run merged from several runs (a narrowed
-    rerun, --resume after a change) says so, where its top-level `git_commit` names only the newest."""
+    """Every commit the run's records (a fit's probes' included) were measured at, with how many: a run merged from
+    several runs (a narrowed rerun, --resume after a change) says so, where its top-level `git_commit` names only
+    the newest."""
     found: dict[str, int] = {}
-    for record in run["records"]:
+    probes = [probe["record"] for result in run.get("fits", []) for probe in result["probes"] if "record" in probe]
+    for record in [*run["records"], *probes]:
         commit = record.get("run", {}).get("git_commit") or "unknown"
         found[commit] = found.get(commit, 0) + 1
     return dict(sorted(found.items(), key=lambda item: -item[1]))
