@@ -187,7 +187,8 @@ def commits(run: dict) -> dict[str, int]:
     several runs (a narrowed rerun, --resume after a change) says so, where its top-level `git_commit` names only
     the newest."""
     found: dict[str, int] = {}
-    probes = [probe["record"] for result in run.get("fits", []) for probe in result["probes"] if "record" in probe]
+    probes = [probe["record"] for result in run.get("fits", []) for probe in result.get("probes", [])
+              if "record" in probe]
     for record in [*run["records"], *probes]:
         commit = record.get("run", {}).get("git_commit") or "unknown"
         found[commit] = found.get(commit, 0) + 1
