@@ -8,6 +8,7 @@ pinned figure worse fails here; one that improves a figure should lower its pin.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import re
 import subprocess
@@ -139,7 +140,11 @@ def _total(done: subprocess.CompletedProcess) -> str:
 
 
 def _takes(done: subprocess.CompletedProcess) -> str:
-    return next(line for line in done.stdout.splitlines() if line.startswith("takes by default:"))
+    """The "takes by default" line, its wrapped continuation (indented) joined back on."""
+    lines = done.stdout.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("takes by default:"))
+    after = [line.strip() for line in itertools.takewhile(lambda line: line.startswith("  "), lines[start + 1:])]
+    return " ".join([lines[start], *after])
 
 
 @pytest.mark.parametrize("framework", ["jax", "keras-jax"])

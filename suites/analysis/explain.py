@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from models import allocators, backends
 from models.estimate import CATEGORIES, RULES, Estimate
 from models.scenario import DTYPES
 from suites.analysis import constants
 
 MIB = 2**20
+WIDTH = 120  # a line a person reads; longer ones wrap, indented
 LABELS = {
     "weights": "weights",
     "gradients": "gradients",
@@ -56,11 +59,13 @@ def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu:
                  f"applied to {asked}'s {_mib(memory)}); the model's tensors live inside it" if sized is not None else
                  f"the context and {pooling} ({why}; {share}); {asked}'s memory is not known here, so neither is the "
                  f"pool's size: give --gpu-memory SIZE")
-    return [f"takes by default: {takes}",
+    said = [f"takes by default: {takes}",
             f"holds without the pool: {_mib(peak)} at {peak_name}, the total above ({off}: "
             + ", ".join(f"{name}={value}" for name, value in modes[off].env.items()) + ")",
             f"needs: {_mib(peak - (known['context'] or 0))} at {peak_name}: its tensors and the runtime overhead its "
             f"allocator holds, the total less the context"]
+    return [line for text in said for line in textwrap.wrap(text, WIDTH, subsequent_indent="  ",
+                                                            break_long_words=False, break_on_hyphens=False)]
 
 
 def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None = None,

@@ -191,13 +191,12 @@ def doubts(result: dict) -> list[str]:
     found = []
     for probe in result["probes"]:
         if probe["fits"] is None and probe["why"].startswith("no figure of the whole process"):
-            found.append(f"batch {probe['batch']}: a phase had no driver sample and the probe was left unjudged "
-                         "(fixed: a reading at every phase boundary, judged on the phases that have one)")
+            found.append(f"batch {probe['batch']}: a phase had no driver sample, so the probe went unjudged "
+                         "(fixed: a reading at each phase boundary)")
         elif (probe["status"] == "oom" and scenario.device == "cuda" and backends.backend(scenario.framework) == "jax"
               and probe["why"].removeprefix("out of memory in ") in BEFORE_THE_MODEL_RUNS):
             found.append(f"batch {probe['batch']}: {probe['why']}, before the model ran: likely XLA's autotuner "
-                         "warning from the compile helper (\"...not a failure\") read as an out-of-memory (fixed: "
-                         "only an allocation that failed for good ends a worker)")
+                         "warning (\"not a failure\") taken for one (fixed)")
     return found
 
 

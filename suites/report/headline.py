@@ -51,9 +51,15 @@ def _held(record: dict) -> tuple[int, str] | None:
     return driver_peak(phase(record, name), device)[0], name
 
 
+def _settings_but(record: dict, *left_out: str) -> str:
+    """A run's settings but those `left_out`, as a key: without the allocator, a pool-off run and its default run
+    share it; without the framework too, the runs one sentence compares (same technique, batch, optimizer, dtype,
+    execution)."""
+    return json.dumps(Scenario.from_dict(record["scenario"]).to_dict() | dict.fromkeys(left_out), sort_keys=True)
+
+
 def _pool_off_key(record: dict) -> str:
-    """A run's settings but its allocator: a pool-off run and its default run share it."""
-    return json.dumps(Scenario.from_dict(record["scenario"]).to_dict() | {"allocator": None}, sort_keys=True)
+    return _settings_but(record, "allocator")
 
 
 def rows(records: list[dict]) -> list[Row]:
@@ -107,13 +113,6 @@ def drawn(record: dict) -> tuple[str, dict[str, int]] | None:
     return name, {part: value["bytes"] for part, value in record["breakdown"][name].items() if part != "pool_unused"}
 
 
-def _alike(record: dict) -> str:
-    """A run's settings but its framework and allocator: the runs one sentence compares share it (same technique,
-    batch, optimizer, dtype, execution)."""
-    return json.dumps(Scenario.from_dict(record["scenario"]).to_dict() | {"framework": None, "allocator": None},
-                      sort_keys=True)
-
-
 def differences(high: dict[str, int], low: dict[str, int], named: int = NAMED) -> tuple[int, list[tuple[str, int]]]:
     """The difference between two breakdowns in whole MiB, and the parts that make it, signed and summing to it: the
     `named` largest, then the other parts together (where they round to a MiB or more)."""
@@ -133,7 +132,7 @@ def sentences(found: list[Row]) -> list[str]:
     for row in found:
         record = row.comparable
         if row.record["scenario"]["allocator"] == "default" and record and (shown := drawn(record)):
-            groups.setdefault(_alike(row.record), []).append((record, *shown))
+            groups.setdefault(_settings_but(row.record, "framework", "allocator"), []).append((record, *shown))
     said = []
     for bars in groups.values():
         if len({record["scenario"]["framework"] for record, _, _ in bars}) < 2:
