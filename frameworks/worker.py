@@ -1,10 +1,15 @@
 """The child side: runs one job in the process it starts in, one framework per process.
 
-    python -m frameworks.worker scenario SCENARIO_JSON OUT_JSON
+    python -m frameworks.worker scenario SCENARIO_FILE OUT_JSON
         [--fault PHASE:raise|hang|abort|garbage|allocator-oom|allocator-warning|exhaust]
     python -m frameworks.worker params FRAMEWORK MODEL...
-    python -m frameworks.worker forward SCENARIO_JSON ARRAYS_NPZ OUT_NPZ [--training]
-    python -m frameworks.worker ahead SCENARIO_JSON OUT_JSON    (the compile helper, started by a scenario worker)
+    python -m frameworks.worker forward SCENARIO_FILE ARRAYS_NPZ OUT_NPZ [--training]
+    python -m frameworks.worker ahead SCENARIO_FILE OUT_JSON    (the compile helper, started by a scenario worker)
+
+SCENARIO_FILE is a JSON file holding the scenario (`Scenario.to_dict`), written by whoever starts the job into its
+own folder (models/protocol.py `write_scenario`): on the command line, a large spec's (an 8,000-layer chain) would
+be past the 128 KiB Linux allows one argument. SIGINT ends a job as SIGTERM does, with no record of its own: the
+orchestrator records it as `killed` from outside.
 
 The scenario record is rewritten (atomically) after every phase, so whatever kills this
 process, the orchestrator still has every phase that finished. The last one is written with memory and a file
@@ -35,7 +40,7 @@ from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from frameworks.rss_sampler import RssSampler
 from models.catalogue import get_model
-from models.protocol import HELPER_PREFIX, MARK_VARIABLE
+from models.protocol import HELPER_PREFIX, MARK_VARIABLE, write_scenario
 from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
@@ -290,20 +295,21 @@ def phase_actions(adapter: Adapter, framework: dict, helper: dict) -> dict[str, 
 def compile_ahead(adapter: Adapter, folder: str) -> dict:
     """Runs the adapter's compile helper before any phase, so its scratch is in no measured window.
 
-    The helper is a fresh process of this interpreter that builds the same scenario and compiles what the phases
-    will run into a persistent cache in `folder`, which this worker then reads (its variables set here, before
-    the framework is imported). Its output goes to this worker's line by line as it comes, each after
-    HELPER_PREFIX: the orchestrator reads an out-of-memory line live, and names `compile` for it whatever phase this
-    worker has reached by then. A failure is kept for `compile` to report.
+    The helper is a fresh process of this interpreter that builds the same scenario (its file written in `folder`)
+    and compiles what the phases will run into a persistent cache there, which this worker then reads (its variables
+    set here, before the framework is imported). Its output goes to this worker's line by line as it comes, each
+    after HELPER_PREFIX: the orchestrator reads an out-of-memory line live, and names `compile` for it whatever phase
+    this worker has reached by then. A failure is kept for `compile` to report.
     """
     if not adapter.compiles_ahead or "compile" not in adapter.scenario.phases:
         return {}
     cache, figures = os.path.join(folder, "cache"), os.path.join(folder, "helper.json")
     shared, own = adapter.cache_environment(cache), adapter.helper_environment()
     os.environ.update(shared)
+    command = [sys.executable, "-m", "frameworks.worker", "ahead", write_scenario(adapter.scenario.to_dict(), folder),
+               figures]
     started = time.monotonic()
-    with subprocess.Popen([sys.executable, "-m", "frameworks.worker", "ahead", json.dumps(adapter.scenario.to_dict()),
-                           figures], env=os.environ | own, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    with subprocess.Popen(command, env=os.environ | own, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace") as done:
         for line in done.stdout:
             sys.stderr.write(HELPER_PREFIX + line.removesuffix("\n") + "\n")
@@ -458,23 +464,25 @@ def die_with_parent() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGINT ends a job as SIGTERM does: Python's KeyboardInterrupt would be recorded as the job's own error
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     die_with_parent()
     parser = argparse.ArgumentParser(prog="frameworks.worker")
     jobs = parser.add_subparsers(dest="job", required=True)
     job = jobs.add_parser("scenario")
-    job.add_argument("scenario_json")
+    job.add_argument("scenario_file")
     job.add_argument("out")
     job.add_argument("--fault")
     job = jobs.add_parser("params")
     job.add_argument("framework")
     job.add_argument("models", nargs="+")
     job = jobs.add_parser("forward")
-    job.add_argument("scenario_json")
+    job.add_argument("scenario_file")
     job.add_argument("arrays")
     job.add_argument("out")
     job.add_argument("--training", action="store_true")
     job = jobs.add_parser("ahead")
-    job.add_argument("scenario_json")
+    job.add_argument("scenario_file")
     job.add_argument("out")
     args = parser.parse_args(argv)
     if args.job == "params":
@@ -482,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             get_model(name)  # fail on a bad name before any framework loads
         print(json.dumps(count_params(args.framework, args.models)))
         return 0
-    scenario = Scenario.from_dict(json.loads(args.scenario_json))
+    scenario = Scenario.from_dict(json.loads(Path(args.scenario_file).read_text()))
     if args.job == "forward":
         forward(scenario, args.arrays, args.out, args.training)
         return 0

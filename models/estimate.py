@@ -9,7 +9,9 @@ Figures that cannot be derived from a spec (the CUDA context, runtime overhead) 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from itertools import accumulate
 
 from models import techniques
 from models.scenario import DTYPES, PHASES
@@ -259,6 +261,7 @@ class _Tensors:
     makes: list[int]  # per step, the tensor its output is
     elements: dict[int, int]  # per example
     last_reader: dict[int, int]  # the last step reading each tensor; the net's output is read by the loss, after all
+    first_reader: dict[int, int]  # the first step reading each tensor; the loss's, after all, if none reads the output
 
 
 def _tensors(spec: ModelSpec, ops: list[Step], views: set[int]) -> _Tensors:
@@ -270,11 +273,14 @@ def _tensors(spec: ModelSpec, ops: list[Step], views: set[int]) -> _Tensors:
     elements = {INPUT: math.prod(spec.input_shape)} | {index: op.outputs for index, op in enumerate(ops)
                                                        if index not in views}
     last_reader = {tensor: -1 for tensor in elements}
+    first_reader: dict[int, int] = {}
     for index, tensors in enumerate(reads):
         for tensor in tensors:
+            first_reader.setdefault(tensor, index)
             last_reader[tensor] = index
     last_reader[makes[-1]] = len(ops)
-    return _Tensors(reads, makes, elements, last_reader)
+    first_reader.setdefault(makes[-1], len(ops))
+    return _Tensors(reads, makes, elements, last_reader, first_reader)
 
 
 def _views(spec: ModelSpec, ops: list[Step], technique: str, training: bool) -> set[int]:
@@ -285,19 +291,73 @@ def _views(spec: ModelSpec, ops: list[Step], technique: str, training: bool) -> 
             or (op.kind == "dropout" and not (training and spec.layers[op.layer].rate))}
 
 
-def _live(tensors: _Tensors, index: int) -> set[int]:
-    """The tensors live while step `index` runs forward: made by then and read by it or later."""
-    return {tensor for tensor in tensors.elements if tensor <= index <= tensors.last_reader[tensor]}
+def _over_steps(count: int, spans: Iterable[tuple[int, int, int]]) -> list[int]:
+    """Per step in range(count), the total of the amounts whose span of steps [start, stop) covers it. A difference
+    array: its cost is the steps plus the spans, where adding up every span at every step grows with depth squared."""
+    change = [0] * (count + 1)
+    for start, stop, amount in spans:
+        start, stop = max(start, 0), min(stop, count)
+        if start < stop:
+            change[start] += amount
+            change[stop] -= amount
+    return list(accumulate(change[:count]))
 
 
-def _gradients(tensors: _Tensors, index: int, view: bool) -> set[int]:
-    """The activation gradients live during step `index`'s backward: its output's and its inputs' (the model's input
-    has none), and those of tensors made before it and read after it (a skip connection's); a view or in-place step
-    is counted as making no gradient of its own."""
-    spanning = {tensor for tensor in tensors.elements if tensor < index < tensors.last_reader[tensor]}
-    own = set() if view else {tensors.makes[index], *tensors.reads[index]}
-    mine = {tensors.makes[index]} if view else set()
-    return (own | spanning) - mine - {INPUT}
+def _live(tensors: _Tensors, count: int) -> list[int]:
+    """Per step, the elements of the tensors live while it runs forward: made by then and read by it or later."""
+    return _over_steps(count, ((tensor, tensors.last_reader[tensor] + 1, elements)
+                               for tensor, elements in tensors.elements.items()))
+
+
+def _spanning(tensors: _Tensors, count: int) -> list[int]:
+    """Per step, the elements of the tensors made before it and read after it (a skip connection's), whose gradients
+    its backward finds live; the model's input has none."""
+    return _over_steps(count, ((tensor + 1, tensors.last_reader[tensor], elements)
+                               for tensor, elements in tensors.elements.items() if tensor != INPUT))
+
+
+def _gradients(tensors: _Tensors, index: int, view: bool, spanning: int) -> int:
+    """The elements of the activation gradients live during step `index`'s backward: those of the tensors made before
+    it and read after it (`spanning`, from `_spanning`), and its output's and its inputs' (the model's input has
+    none); a view or in-place step is counted as making no gradient of its own."""
+    def spans(tensor: int) -> bool:  # already counted in `spanning`
+        return tensor != INPUT and tensor < index < tensors.last_reader[tensor]
+
+    if view:
+        mine = tensors.makes[index]
+        return spanning - (tensors.elements[mine] if spans(mine) else 0)
+    own = {tensors.makes[index], *tensors.reads[index]} - {INPUT}
+    return spanning + sum(tensors.elements[tensor] for tensor in own if not spans(tensor))
+
+
+def _pending(group: list[int | None], kept: Iterable[tuple[list[int], int]]) -> list[int]:
+    """Per step, the bytes the backward holds there of what steps keep for it (`kept`: each thing's keeping steps and
+    its bytes). A thing is held at step `index` while a step keeping it, at or before `index`, is outside every
+    recomputed run or in `index`'s own run (runs are recomputed one at a time).
+
+    One sweep, not every thing tested at every step: a thing counts from its first keeper outside every run on, and
+    inside a run from its first keeper there up to that point."""
+    count = len(group)
+    changes: dict[int, list[tuple[int | None, int]]] = {}  # step -> (run or None for outside, bytes) from there on
+    for keepers, amount in kept:
+        outside = min((step for step in keepers if group[step] is None), default=count)
+        firsts: dict[int, int] = {}  # run -> its first keeper
+        for step in keepers:
+            run = group[step]
+            if run is not None and step < firsts.get(run, count):
+                firsts[run] = step
+        changes.setdefault(outside, []).append((None, amount))
+        for run, first in firsts.items():
+            if first < outside:
+                changes.setdefault(first, []).append((run, amount))
+                changes.setdefault(outside, []).append((run, -amount))
+    held: dict[int | None, int] = {None: 0}  # run (None: outside every run) -> bytes held from it
+    result = []
+    for index, run in enumerate(group):
+        for where, amount in changes.get(index, ()):
+            held[where] = held.get(where, 0) + amount
+        result.append(held[None] + (held.get(run, 0) if run is not None else 0))
+    return result
 
 
 def _extra_bytes(what: str, op: Step, batch: int, value: int) -> int:
@@ -342,9 +402,10 @@ def _held_peak(spec: ModelSpec, ops: list[Step], tensors: _Tensors, group: list[
 
 def _held(spec: ModelSpec, ops: list[Step], tensors: _Tensors, group: list[int | None]) -> set[int]:
     """The layer outputs a model's call keeps until it returns (Keras's eager Functional): every tensor made outside
-    a recomputed run, and each run's output; not the batch (counted with the inputs) nor an op's inner copies."""
-    ends = {index for index in range(len(ops)) if group[index] is not None
-            and any(group[reader] != group[index] for reader, read in enumerate(tensors.reads) if index in read)}
+    a recomputed run, and each run's output (a tensor of a run that a step outside it reads); not the batch (counted
+    with the inputs) nor an op's inner copies."""
+    ends = {tensor for reader, read in enumerate(tensors.reads) for tensor in read
+            if tensor != INPUT and group[tensor] is not None and group[reader] != group[tensor]}
     return {tensors.makes[index] for index in range(len(ops)) if (group[index] is None or index in ends)
             and tensors.makes[index] == index and not _inside(spec, ops, index)}
 
@@ -362,28 +423,11 @@ class Activations:
     inference_workspaces: int = 0  # those allocated by the forward's peak (not in inference_transient)
 
 
-def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
-                activation_bytes: int | None = None, device: str = "cpu", workspace: int = 0) -> Activations:
-    """Saved tensors and the backward's peak; `activation_bytes` differs from the weights' under mixed precision.
-
-    `workspace`: one BLAS workspace's bytes where the rules allocate them on this device (a measured constant), each
-    thread's from its first matrix multiply on: the forward's, and in training the backward's from the last dense
-    layer's gradient on (a first step's timing; later steps find both allocated). Which moment is the peak depends on
-    it: a net whose only dense layer comes last (ResNet-50) takes it after its largest activations are freed.
-
-    The net runs as a graph: each tensor lives from the step that makes it to its last reader, and what a step's
-    backward keeps (`rules.saves`) lives until that step is back-propagated. The recomputing techniques
-    (`techniques.segments`) keep only each run's inputs from outside it; a run's own saved tensors exist again while
-    its backward runs, one run at a time. Tracked inference runs in evaluation mode.
-    """
-    ops = steps(spec, rules, bytes_per_value)
-    value = batch * (activation_bytes or bytes_per_value)
-    training = technique != "tracked"
-    saves = rules.saves | (rules.cuda_saves if device == "cuda" else {})
-    saves = saves if training else saves | EVAL_SAVES
-    views = _views(spec, ops, technique, training)
-    tensors = _tensors(spec, ops, views)
-    savers: dict[int, list[int]] = {}  # tensor -> the steps that keep it
+def _saved_by(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: _Tensors, views: set[int],
+              saves: dict[str, tuple[str, ...]], batch: int, value: int) -> tuple[dict[int, list[int]], list[int]]:
+    """What each step's backward keeps: the net's tensors it keeps (tensor -> the steps keeping it), and per step the
+    bytes it keeps that are no tensor of the net's (masks, indices, copies)."""
+    savers: dict[int, list[int]] = {}
     extras = [0] * len(ops)
     for index, op in enumerate(ops):
         in_place = op.kind in ("relu", "relu6") and index in views
@@ -396,41 +440,73 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
                         savers.setdefault(tensor, []).append(index)
             else:
                 extras[index] += _extra_bytes(what, op, batch, value)
-    loss_residual = ops[-1].outputs * value  # the difference (mse) or the softmax (cross-entropy)
+    return savers, extras
+
+
+def _recomputed(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: _Tensors,
+                technique: str) -> tuple[set[int], list[int | None]]:
+    """The tensors kept for a recomputation (each run's inputs from outside it, or the outputs a policy keeps) and
+    the recomputed run of each step (None outside every run)."""
     made = {op.layer: index for index, op in enumerate(ops)}
     if technique in rules.policy_keeps:  # a policy over the net: the named kinds' outputs kept, every layer recomputed
         runs = [range(layer, layer + 1) for layer in range(len(spec.layers))]
         kept = {tensors.makes[made[layer]] for layer, kind in enumerate(spec.layers)
                 if kind.kind in rules.policy_keeps[technique]}
-    else:
+    else:  # each run's inputs from outside it: `techniques.boundary`'s sources, without the readers it finds per run
         runs = techniques.segments(spec, technique) if technique in techniques.RECOMPUTING else []
-        kept = {tensors.makes[made[source]] for run in runs for source in techniques.boundary(spec, run)[0]
-                if source != INPUT}  # each run's inputs, kept for its recomputation
-    kept -= {INPUT}
+        kept = {tensors.makes[made[source]] for run in runs for layer in run for source in spec.layer_inputs(layer)
+                if source not in run and source != INPUT}
     run_of = {layer: number for number, run in enumerate(runs) for layer in run}
-    group = [run_of.get(op.layer) for op in ops]  # the recomputed run of each step, None outside every run
+    return kept - {INPUT}, [run_of.get(op.layer) for op in ops]
+
+
+def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
+                activation_bytes: int | None = None, device: str = "cpu", workspace: int = 0, *,
+                ops: list[Step] | None = None) -> Activations:
+    """Saved tensors and the backward's peak; `activation_bytes` differs from the weights' under mixed precision.
+
+    `workspace`: one BLAS workspace's bytes where the rules allocate them on this device (a measured constant), each
+    thread's from its first matrix multiply on: the forward's, and in training the backward's from the last dense
+    layer's gradient on (a first step's timing; later steps find both allocated). Which moment is the peak depends on
+    it: a net whose only dense layer comes last (ResNet-50) takes it after its largest activations are freed.
+
+    The net runs as a graph: each tensor lives from the step that makes it to its last reader, and what a step's
+    backward keeps (`rules.saves`) lives until that step is back-propagated. The recomputing techniques
+    (`techniques.segments`) keep only each run's inputs from outside it; a run's own saved tensors exist again while
+    its backward runs, one run at a time. Tracked inference runs in evaluation mode. Each figure per step comes from
+    one sweep over the steps, so the cost grows with depth, not its square; `ops`: `steps(spec, rules,
+    bytes_per_value)` where the caller has them already.
+    """
+    ops = steps(spec, rules, bytes_per_value) if ops is None else ops
+    value = batch * (activation_bytes or bytes_per_value)
+    training = technique != "tracked"
+    saves = rules.saves | (rules.cuda_saves if device == "cuda" else {})
+    saves = saves if training else saves | EVAL_SAVES
+    views = _views(spec, ops, technique, training)
+    tensors = _tensors(spec, ops, views)
+    savers, extras = _saved_by(spec, rules, ops, tensors, views, saves, batch, value)
+    loss_residual = ops[-1].outputs * value  # the difference (mse) or the softmax (cross-entropy)
+    kept, group = _recomputed(spec, rules, ops, tensors, technique)
     kept_always = sum(tensors.elements[tensor] for tensor in kept) * value
-    # a kept tensor is freed once the backward has passed every step that reads it (its run's recomputation included)
-    first_reader = {tensor: -1 if rules.holds_run_inputs else min(
-        step for step, read in enumerate(tensors.reads) if tensor in read) for tensor in kept}
     savers = {tensor: steps_ for tensor, steps_ in savers.items() if tensor not in kept}
     saved = loss_residual + kept_always + value * sum(
         tensors.elements[tensor] for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_))
     saved += sum(extra for index, extra in enumerate(extras) if group[index] is None)
+    count = len(ops)
+    # a kept tensor is freed once the backward has passed every step that reads it (its run's recomputation included)
+    held_inputs = _over_steps(count, ((-1 if rules.holds_run_inputs else tensors.first_reader[tensor], count,
+                                       value * tensors.elements[tensor]) for tensor in kept))
+    pending = _pending(group, [*((steps_, value * tensors.elements[tensor]) for tensor, steps_ in savers.items()),
+                               *(([index], extra) for index, extra in enumerate(extras) if extra)])
+    spanning = _spanning(tensors, count)
     largest = max((o.largest_weight for o in ops), default=0)
     matmuls = [index for index, op in enumerate(ops) if op.kind == "dense"] if workspace else []
     forward_workspace = workspace if matmuls else 0  # the forward is over: its thread's workspace exists
     worst, after = (0, 0, 0, 0), 0
-    for index in reversed(range(len(ops))):
-        def pending(step: int, here: int = index) -> bool:  # kept, not yet back-propagated (or being recomputed)
-            return step <= here and group[step] in (None, group[here])
-
-        held = value * sum(tensors.elements[tensor] for tensor, first in first_reader.items() if first <= index)
-        held += value * sum(tensors.elements[tensor] for tensor, steps_ in savers.items()
-                            if any(pending(s) for s in steps_))
-        held += sum(extras[step] for step in range(index + 1) if pending(step))
+    for index in reversed(range(count)):
+        held = held_inputs[index] + pending[index]
         grads = min(after, largest * rules.in_flight) if device in rules.streams_on else after
-        flowing = value * sum(tensors.elements[t] for t in _gradients(tensors, index, index in views))
+        flowing = value * _gradients(tensors, index, index in views, spanning[index])
         libraries = forward_workspace + (workspace if matmuls and index <= matmuls[-1] else 0)
         worst = max(worst, (held + flowing + grads + libraries, held, grads, libraries))
         after += ops[index].weight_bytes
@@ -440,12 +516,14 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
         held_outputs = saved + value * sum(tensors.elements[tensor] for tensor in unsaved)
         worst = max(worst, (held_outputs + forward_workspace, saved, 0, forward_workspace))
     infer_views = _views(spec, ops, technique, training=False)
-    forward = _tensors(spec, ops, infer_views)
+    forward = tensors if infer_views == views else _tensors(spec, ops, infer_views)
+    live = _live(forward, count)
     def forward_held(index: int) -> int:  # the forward thread's workspace, once it has multiplied
         return workspace if matmuls and index >= matmuls[0] else 0
 
-    transient = max((sum(forward.elements[t] for t in _live(forward, index)) * value + forward_held(index),
-                     forward_held(index)) for index in range(len(ops)) if index not in infer_views)
+    # (0, 0) where every step is a view: nothing is made beside the batch (counted with the inputs)
+    transient = max(((live[index] * value + forward_held(index), forward_held(index))
+                     for index in range(count) if index not in infer_views), default=(0, 0))
     if rules.holds_outputs:  # the call holds every output until it returns: its peak is at the end, past any matmul
         transient = max(transient, (value * _held_peak(spec, ops, forward, group) + forward_workspace,
                                     forward_workspace))
@@ -529,9 +607,10 @@ def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_valu
     examples, activation = batch // micro, techniques.HALF_PRECISION.get(technique, bytes_per_value)
     targets = (1 if spec.loss == "cross_entropy" else math.prod(spec.output_shape)) if training else 0
     inputs = (math.prod(spec.input_shape) + targets) * examples * bytes_per_value
-    # a step that reads the model's input reads the batch counted in `inputs`
-    step = max(((0 if op.sources == (INPUT,) else op.inputs) + op.outputs
-                for op in steps(spec, RULES["neutral"], bytes_per_value) if op.kind in NEW_TENSOR_STEPS), default=0)
+    # a step is a layer (no padded copy: the op pads); one that reads the model's input reads the batch in `inputs`
+    step = max(((0 if layer.inputs == (INPUT,) else sum(map(math.prod, layer.input_shapes)))
+                + math.prod(layer.output_shape) for layer in spec.walk() if layer.layer.kind in NEW_TENSOR_STEPS),
+               default=0)
     state = weights * OPTIMIZER_STATE_COPIES[optimizer] if training else 0
     accumulated = weights if micro > 1 else 0
     return weights + statistics + state + accumulated + inputs + step * examples * activation
@@ -575,7 +654,8 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     rules, size, batch = RULES[rules_name], DTYPES[dtype], batch or spec.default_batch
     trainable = spec.weight_bytes(size)  # what gradients and optimizer state are sized by
     weights = trainable + spec.statistics_bytes(size)  # batch norm's running statistics are weights too
-    largest = max((o.largest_weight for o in steps(spec, rules, size)), default=0)
+    ops = steps(spec, rules, size)
+    largest = max((o.largest_weight for o in ops), default=0)
     labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(spec.output_shape) * batch * size
     inputs = math.prod(spec.input_shape) * batch * size + labels
     state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
@@ -586,7 +666,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     undone = technique in (*techniques.RECOMPUTING, *rules.policy_keeps) and device not in rules.recomputes_on
     workspace = blas_workspace if device in rules.blas_workspaces_on else 0
     acts = activations(spec, rules, batch // micro, size, "none" if undone else technique,
-                       techniques.HALF_PRECISION.get(technique, size), device, workspace)
+                       techniques.HALF_PRECISION.get(technique, size), device, workspace, ops=ops)
     # once a step ran, its forward's and its backward's threads each hold a workspace where the net multiplies
     stepped = 2 * workspace if any(layer.kind == "dense" for layer in spec.layers) else 0
     accumulator = trainable * rules.accumulator_copies if micro > 1 else 0
@@ -594,7 +674,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     # and (where the call holds every layer's output) the recomputed runs, each held as one layer's output
     forward = activations(spec, rules, batch, size, technique if technique in (
         "inplace", "tracked", *(techniques.RECOMPUTING if rules.holds_outputs else ())) else "none", device=device,
-        workspace=0 if kind == "train" else workspace)
+        workspace=0 if kind == "train" else workspace, ops=ops)
     phase_names = PHASES[kind]
 
     def state_by(name: str) -> int:

@@ -3,9 +3,23 @@ import it, and neither imports the other (the orchestrator never imports a frame
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 # The worker writes each line of its compile helper's output after this prefix: the orchestrator reads an
 # out-of-memory line live, and names the compile phase for a helper's line whatever phase the worker has reached.
 HELPER_PREFIX = "compile helper: "
 # The orchestrator's NVML sampler's pipes, "ASK,HEAR" (file descriptors the worker inherits): the worker asks for a
 # reading at each phase boundary and waits until it is taken, so a phase shorter than the interval has one.
 MARK_VARIABLE = "FOOTPRINT_NVML_MARK"
+# The name a job's scenario (`Scenario.to_dict`) has in the folder of the process that starts the job, which passes
+# its path: on the command line, a large spec's (an 8,000-layer chain) would be past the 128 KiB Linux allows one
+# argument.
+SCENARIO_FILE = "scenario.json"
+
+
+def write_scenario(scenario: dict, folder: str | Path) -> str:
+    """Writes a scenario as SCENARIO_FILE in `folder` and returns its path, a job's SCENARIO_FILE argument."""
+    path = Path(folder, SCENARIO_FILE)
+    path.write_text(json.dumps(scenario))
+    return str(path)

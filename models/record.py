@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import re
@@ -15,6 +17,7 @@ SCHEMA_VERSION = 1
 # killed: by a signal from outside the worker, not for want of memory; unavailable: never run, with the reason
 STATUSES = ("ok", "oom", "timeout", "crashed", "killed", "error", "unavailable")
 RUNNING = "running"
+TEMPORARY = ".footprint-tmp"  # the suffix of atomic_write's temporaries, so a later write finds a killed writer's
 
 
 _NUMBERS = re.compile(r"\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]")
@@ -26,12 +29,35 @@ def to_json(data: object) -> str:
     return _NUMBERS.sub(lambda match: "[" + " ".join(match.group(1).split()) + "]", json.dumps(data, indent=1))
 
 
+def alive(pid: int) -> bool:
+    """Whether a process with this id runs (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep_temporaries(path: Path) -> None:
+    """Removes the temporaries of `path` that writers killed outright (SIGKILL) left: this user's, named by a pid
+    that no longer runs. A live writer's is never touched."""
+    for entry in path.parent.glob(f".{glob.escape(path.name)}.*{TEMPORARY}"):
+        match = re.fullmatch(rf"\.{re.escape(path.name)}\.(\d+)\.\w+{re.escape(TEMPORARY)}", entry.name)
+        with contextlib.suppress(OSError):
+            if match and not alive(int(match[1])) and entry.stat().st_uid == os.getuid():
+                entry.unlink()
+
+
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write-then-rename, so a reader (or a crash, or a full disk) never sees half a file: `write` fills a
-    temporary beside `path`, which replaces it only once whole."""
+    temporary beside `path` (`.NAME.PID.RANDOM.footprint-tmp`), which replaces it only once whole. The temporaries
+    that killed writers left beside it go first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    _sweep_temporaries(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMPORARY, dir=path.parent)
     try:
         os.fchmod(fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
         with os.fdopen(fd, "wb") as handle:

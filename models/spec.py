@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,6 +22,9 @@ LOSSES = ("mse", "cross_entropy")
 PADDINGS = ("same", "valid")
 MODEL_INPUT = "input"  # the name by which a layer takes the model's input
 INPUT = -1  # ... and its index among a layer's inputs
+# The largest size a spec may give (an axis, a count of units or filters, a window, a batch): the largest 32-bit index,
+# what JAX and many GPU kernels index with. Far beyond any net, it keeps the estimate's byte counts within a float's.
+MAX_SIZE = 2**31 - 1
 
 
 class SpecError(ValueError):
@@ -29,8 +33,22 @@ class SpecError(ValueError):
 
 def _positive(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"{what} must be a positive integer, got {value!r}")
+        raise SpecError(f"{what} must be a positive integer, got {_shown(value)}")
+    return _at_most(value, what)
+
+
+def _at_most(value: int, what: str) -> int:
+    if value > MAX_SIZE:
+        raise SpecError(f"{what} must be at most {MAX_SIZE:,} (2**31 - 1), got {_shown(value)}")
     return value
+
+
+def _shown(value: object) -> str:
+    """A value for a one-line message: a number of hundreds of digits by its length."""
+    text = repr(value)
+    if len(text) <= 40 or not isinstance(value, int):
+        return text
+    return f"a number of {len(text):,} digits"
 
 
 def _fraction(value: object, what: str) -> float:
@@ -101,7 +119,10 @@ class Conv2D(_OneInput):
             raise SpecError(f"conv2d.bias must be true or false, got {self.bias!r}")
         explicit = isinstance(self.padding, int) and not isinstance(self.padding, bool) and self.padding >= 0
         if self.padding not in PADDINGS and not explicit:
-            raise SpecError(f"conv2d.padding must be one of {', '.join(PADDINGS)} or pixels >= 0, got {self.padding!r}")
+            raise SpecError(f"conv2d.padding must be one of {', '.join(PADDINGS)} or pixels >= 0, got "
+                            f"{_shown(self.padding)}")
+        if explicit:
+            _at_most(self.padding, "conv2d.padding")
 
     @property
     def depthwise(self) -> bool:
@@ -372,7 +393,7 @@ class ModelSpec:
         if self.names is not None and len(set(self.names)) != len(self.names):
             raise SpecError("layer names must be unique")
         self._check_graph()
-        out = self.walk()[-1].output_shape
+        out = self.output_shape
         if self.loss == "cross_entropy" and len(out) != 1:
             raise SpecError(f"cross_entropy needs a flat output of class scores, got shape {out}")
 
@@ -387,12 +408,14 @@ class ModelSpec:
         for index, layer in enumerate(self.layers):
             sources = self.layer_inputs(index)
             least, most = layer.arity
-            where = f"layer {self.layer_name(index)!r} ({layer.kind})"
-            if len(sources) < least or (most is not None and len(sources) > most):
+            fits = least <= len(sources) and (most is None or len(sources) <= most)
+            if fits and all(INPUT <= source < index for source in sources):
+                continue
+            where = f"layer {self.layer_name(index)!r} ({layer.kind})"  # named only when wrong: a deep net has many
+            if not fits:
                 wanted = "one input" if most == 1 else f"at least {least} inputs"
                 raise SpecError(f"{where} takes {wanted}, got {len(sources)}")
-            if any(not INPUT <= source < index for source in sources):
-                raise SpecError(f"{where} reads a layer that does not come before it")
+            raise SpecError(f"{where} reads a layer that does not come before it")
         needed, pending = {len(self.layers) - 1}, [len(self.layers) - 1]
         while pending:
             for source in self.layer_inputs(pending.pop()):
@@ -405,7 +428,14 @@ class ModelSpec:
                             f"{self.layer_name(len(self.layers) - 1)!r})")
 
     def walk(self) -> list[LayerShapes]:
-        """Every layer with its input, output and parameter shapes (raises SpecError naming the layer on a mismatch)."""
+        """Every layer with its input, output and parameter shapes (raises SpecError naming the layer on a mismatch).
+
+        Worked out once per spec (it is frozen): the sizes, counts and the estimate walk it many times, which for a
+        deep net would cost more than the estimate itself. The LayerShapes are shared: read them, never change them."""
+        return list(self._shapes)
+
+    @cached_property
+    def _shapes(self) -> tuple[LayerShapes, ...]:
         result: list[LayerShapes] = []
         for index, layer in enumerate(self.layers):
             sources = self.layer_inputs(index)
@@ -417,7 +447,7 @@ class ModelSpec:
                 raise SpecError(f"layer {self.layer_name(index)!r}: {error}") from error
             result.append(LayerShapes(index, layer, self.layer_name(index), self.blocks[index] if self.blocks else "",
                                       sources, shapes, out, params, statistics))
-        return result
+        return tuple(result)
 
     def consumers(self) -> dict[int, list[int]]:
         """The layers that read each layer's output (and INPUT's), in order."""
@@ -433,17 +463,17 @@ class ModelSpec:
 
     @property
     def output_shape(self) -> Shape:
-        return self.walk()[-1].output_shape
+        return self._shapes[-1].output_shape
 
-    @property
+    @cached_property
     def param_count(self) -> int:
-        """Trainable values: what torch's parameters() and Keras's trainable weights count."""
-        return sum(step.param_count for step in self.walk())
+        """Trainable values: what torch's parameters() and Keras's trainable weights count (counted once, as walk)."""
+        return sum(step.param_count for step in self._shapes)
 
-    @property
+    @cached_property
     def statistics_count(self) -> int:
         """Non-trainable state (batch norm's running statistics): torch's buffers, Keras's non-trainable weights."""
-        return sum(step.statistics_count for step in self.walk())
+        return sum(step.statistics_count for step in self._shapes)
 
     def weight_bytes(self, bytes_per_value: int = 4) -> int:
         """The trainable weights' bytes (what gradients and optimizer state are sized by)."""
@@ -529,36 +559,51 @@ def _topological(entries: list[dict]) -> list[dict]:
         inputs = entry.get("inputs", [])
         if not isinstance(inputs, list) or not all(isinstance(source, str) for source in inputs):
             raise SpecError(f"layer {name!r}: inputs must be a list of layer names, got {inputs!r}")
-    duplicate = next((name for index, name in enumerate(names) if name in names[:index]), None)
-    if duplicate is not None:
-        raise SpecError(f"layer name {duplicate!r} is used twice")
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise SpecError(f"layer name {name!r} is used twice")
+        seen.add(name)
     position = {name: index for index, name in enumerate(names)}
     for index in range(len(entries)):
         for source in _input_names(entries, index):
             if source != MODEL_INPUT and source not in position:
                 raise SpecError(f"layer {names[index]!r}: unknown input {source!r}")
-    order, state = [], {}  # state: 1 while visiting (on the path), 2 when placed
-
-    def place(index: int, path: list[str]) -> None:
-        if state.get(index) == 2:
-            return
-        if state.get(index) == 1:
-            cycle = path[path.index(names[index]):] + [names[index]]
-            raise SpecError(f"layer {names[index]!r} is in a cycle: {' -> '.join(cycle)}")
-        state[index] = 1
-        for source in _input_names(entries, index):
-            if source != MODEL_INPUT:
-                place(position[source], [*path, names[index]])
-        state[index] = 2
-        order.append(index)
-
-    for index in range(len(entries)):
-        place(index, [])
+    order = _inputs_first(entries, names, position)
     placed = [entries[index] for index in order]
     if order != list(range(len(entries))):  # reordered: a chain link (no 'inputs') must keep its written input
         placed = [entry if "inputs" in entry else entry | {"inputs": _input_names(entries, index)}
                   for entry, index in zip(placed, order, strict=True)]
     return placed
+
+
+def _inputs_first(entries: list[dict], names: list[str], position: dict[str, int]) -> list[int]:
+    """The layers' indices, each after its inputs: a depth-first walk from each layer in the written order through
+    its inputs. It keeps its own stack (a deep net written out of order would pass Python's recursion limit) and
+    names a cycle it meets."""
+    order: list[int] = []
+    state: dict[int, int] = {}  # 1 while on the path being walked, 2 once placed
+    for start in range(len(entries)):
+        if start in state:
+            continue
+        state[start] = 1
+        path = [(start, iter(_input_names(entries, start)))]  # each layer on it with the inputs it has yet to place
+        while path:
+            index, sources = path[-1]
+            source = next(sources, None)
+            if source is None:
+                state[index] = 2
+                order.append(index)
+                path.pop()
+            elif source != MODEL_INPUT and state.get(position[source]) != 2:
+                found = position[source]
+                if state.get(found) == 1:
+                    walked = [names[step] for step, _ in path]
+                    cycle = walked[walked.index(names[found]):] + [names[found]]
+                    raise SpecError(f"layer {names[found]!r} is in a cycle: {' -> '.join(cycle)}")
+                state[found] = 1
+                path.append((found, iter(_input_names(entries, found))))
+    return order
 
 
 def _layer_fields(layer: Layer) -> dict:
@@ -595,6 +640,11 @@ def load_spec_file(path: str | Path) -> ModelSpec:
         raise SpecError(f"cannot read spec file {path}: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
         raise SpecError(f"spec file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"spec file {path} is not UTF-8 text") from exc
+    except ValueError as exc:  # json reads a number of more digits than Python converts to an int
+        raise SpecError(f"spec file {path} holds a number of more digits than can be read (sizes are at most "
+                        f"{MAX_SIZE:,})") from exc
     try:
         return ModelSpec.from_dict(data)
     except (SpecError, TypeError) as exc:  # TypeError: a wrongly typed field reaching a dataclass

@@ -25,6 +25,7 @@ from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import SetupError, frameworks
 
 USAGE_ERROR = 2
+MAX_BATCH = 2**31 - 1  # the largest batch any command takes (see _batch)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -46,13 +47,18 @@ def _seconds(text: str) -> float:
 
 
 def _batch(text: str) -> int:
-    """A batch: a positive whole number, the same rule for every command (omitted: the model's own)."""
+    """A batch: a positive whole number up to MAX_BATCH, the same rule for every command (omitted: the model's own).
+    Beyond it no framework could index the batch axis, and the estimate's byte counts would overflow a float."""
     try:
         value = int(text)
-    except ValueError:
-        value = 0
+    except ValueError:  # not a whole number, or one of more digits than Python converts (then far too large)
+        value = MAX_BATCH + 1 if text.strip().isdigit() else 0
+    shown = repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (omit --batch for the model's own), got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a positive integer (omit --batch for the model's own), got {shown}")
+    if value > MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH:,} (2**31 - 1, the largest 32-bit index: what "
+                                         f"JAX and many GPU kernels index with), got {shown}")
     return value
 
 
@@ -64,7 +70,8 @@ def _run(args: argparse.Namespace) -> int:
                                allocator=args.allocator, cuda_module_loading=args.cuda_module_loading,
                                technique=args.technique, execution=args.execution)
     _possible(scenario)
-    if args.out:  # before measuring, not after: writable, and not a run file a bench is writing
+    if args.out:  # before measuring, not after: writable, not a run file, and not one a bench is writing
+        runfile.refuse_run_file(Path(args.out))
         runfile.lock(Path(args.out))
     record = run_scenario(scenario, timeout=args.timeout)
     saved = bool(args.out) and _saved(args.out, record)
@@ -153,7 +160,7 @@ def _card_memory(text: str) -> int:
     try:
         return fit.parse_budget(text)
     except SpecError:
-        raise argparse.ArgumentTypeError(f"must be a size with a unit (e.g. 24GiB, 80GB), got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be {fit.SIZE_RULE}, e.g. 24GiB or 80GB, got {text!r}") from None
 
 
 def _fit(args: argparse.Namespace) -> int:
@@ -169,6 +176,7 @@ def _fit(args: argparse.Namespace) -> int:
     if args.max_batch < 1:
         raise SpecError(f"max-batch must be a positive integer, got {args.max_batch}")
     if args.out:
+        runfile.refuse_run_file(Path(args.out))
         runfile.writable(Path(args.out))
     result = fit.find(scenario, budget, lambda probe: run_scenario(probe, timeout=args.timeout), args.max_batch)
     print(fit.describe(result))
@@ -194,11 +202,19 @@ def _run_file(path: str) -> dict:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    """The gate: exit 1 where a gated figure grew or nothing was gated, 2 on bad input (nothing written)."""
     from suites.analysis import compare
 
     runs = [_run_file(path) for path in (args.base, args.new, *([args.repeat] if args.repeat else []))]
     if not 0 <= args.threshold < math.inf:
         raise SpecError(f"--threshold must be a percentage of zero or more, got {args.threshold:g}")
+    # a run against itself moves by nothing: its spread would be zero, gating every view at the bare threshold
+    if args.store_spread and Path(args.base).samefile(args.new):
+        raise SpecError(f"--store-spread needs two runs of the same code, but BASE and NEW are the same file "
+                        f"({args.base}): a run's spread against itself is zero")
+    if args.repeat and Path(args.base).samefile(args.repeat):
+        raise SpecError(f"--repeat needs a second run of the base's code, but it is the base's own file "
+                        f"({args.repeat}): a run's spread against itself is zero")
     for difference in compare.differences(*runs[:2]):
         print(f"python -m suites compare: warning: not like for like: {difference}", file=sys.stderr)
     found, only_base, only_new = compare.changes(*runs[:2])
@@ -208,6 +224,9 @@ def _compare(args: argparse.Namespace) -> int:
         by, spread_from = compare.stored_spread(runs[0], args.base) or compare.stored_spread(runs[1], args.new) \
             or ({}, None)
     if args.store_spread:
+        if not by:  # an empty spread would replace whatever spread the files had
+            raise SpecError(f"--store-spread: {args.base} and {args.new} have no figure in common to measure a "
+                            f"spread from ({compare.nothing_gated(*runs[:2])})")
         for path in (args.base, args.new):
             runfile.writable(Path(path))
         for path, other in ((args.base, args.new), (args.new, args.base)):
@@ -216,8 +235,9 @@ def _compare(args: argparse.Namespace) -> int:
     found = compare.with_spread(found, by)
     threshold = args.threshold / 100
     print(compare.render(found, only_base, only_new, threshold, args.all))
-    print(compare.verdict(found, threshold, runs[0]["device"] != "cuda", spread_from))
-    return 1 if compare.grew(found, threshold) else 0
+    code, line = compare.verdict(*runs[:2], found, threshold, spread_from)
+    print(line)
+    return code
 
 
 def _constants(args: argparse.Namespace) -> int:
@@ -310,7 +330,8 @@ def parser() -> argparse.ArgumentParser:
     guess.add_argument("--gpu", help="the card to estimate for (default: the one NVML sees); a warning where the "
                                      "constants were measured on another")
     guess.add_argument("--gpu-memory", type=_card_memory,
-                       help="that card's memory (e.g. 24GiB; nvidia-smi's total), which sizes a default pool "
+                       help="that card's memory, with a unit as fit's --budget has (e.g. 24GiB; nvidia-smi's "
+                            "total), which sizes a default pool "
                             "(JAX's 75 %%); default: NVML's, for the card it sees or the constants' card; else the "
                             "pool's share alone")
     guess.add_argument("--constants", help="a constants file or a run file whose probes give them (e.g. a local "
@@ -322,7 +343,8 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
     model.add_argument("--model-file", help="a JSON spec file")
     fits.add_argument("--framework", required=True, choices=frameworks())
-    fits.add_argument("--budget", required=True, help="e.g. 2GiB, 900MB")
+    fits.add_argument("--budget", required=True, help="a size with a case-sensitive unit: B, kB, MB, GB (powers of "
+                                                       "10) or KiB, MiB, GiB (powers of 2), e.g. 2GiB, 900MB")
     fits.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
     fits.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     fits.add_argument("--technique", default="none", choices=TECHNIQUES)

@@ -19,7 +19,8 @@ FRAMEWORKS = frameworks()
 
 
 def run_worker(framework: str, *args: str, timeout: float = 600) -> str:
-    """Runs a worker job in the framework's interpreter; returns its stdout, fails the test on error."""
+    """Runs a worker job in the framework's interpreter (a job's scenario as its file: models.protocol
+    `write_scenario`); returns its stdout, fails the test on error."""
     done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", *args], cwd=ROOT,
                           env=worker_environment(), capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]

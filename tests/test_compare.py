@@ -1,10 +1,12 @@
 """`python -m suites compare` as a CI gate: two runs of the same code pass, a grown gated figure fails with a verdict
-line naming it, and the CPU's run-to-run spread stored with a run decides which views are gated per framework."""
+line naming it, the CPU's run-to-run spread stored with a run decides which views are gated per framework, and two
+runs with nothing to gate fail (a gate that cannot fail)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from tests.conftest import run_cli
 CPU = ROOT / "results" / "cpu-eb50ac8"
 BASE, SAME_CODE = CPU / "repeat" / "default-cpu.json", CPU / "default-cpu.json"  # two runs at eb50ac8, one machine
 GPU = ROOT / "results" / "h100-ec3adfa" / "default-cuda.json"
+OLDER = ROOT / "results" / "cpu-0cef803" / "default-cpu.json"  # the same scenarios, before the anonymous figure
 
 
 def _verdict(done: subprocess.CompletedProcess) -> str:
@@ -124,3 +127,40 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     atomic_write_json(tmp_path / "spread.json", run)
     done = run_cli("compare", str(tmp_path / "spread.json"), str(SAME_CODE))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "repeat_spread is not" in done.stderr
+
+
+def _kept(source: Path, target: Path, keep: Callable[[dict], bool], status: str | None = None) -> Path:
+    """A copy of a run with only the records `keep` holds, each with `status` where one is given."""
+    run = json.loads(source.read_text())
+    run["records"] = [r | ({"status": status} if status else {}) for r in run["records"] if keep(r)]
+    atomic_write_json(target, run)
+    return target
+
+
+def test_a_gate_with_nothing_to_gate_fails_and_says_why(tmp_path: Path) -> None:
+    """It passed with "0 figures gated": two runs of different models, runs whose shared scenarios are ok in neither,
+    and an older run without the anonymous figure (its allocator figure out of the gate by the newer's spread)."""
+    probe = _kept(BASE, tmp_path / "probe.json", lambda r: r["scenario"]["model"] == "probe")
+    others = _kept(SAME_CODE, tmp_path / "others.json", lambda r: r["scenario"]["model"] != "probe")
+    failed = _kept(BASE, tmp_path / "failed.json", lambda r: True, status="error")
+    for base, new, why in ((probe, others, "the two runs share no scenario: the base run has 10 scenario records, "
+                                           "the new run has 35 scenario records"),
+                           (failed, SAME_CODE, "the 45 scenarios both runs have (0 ok in both) give no figure to gate"),
+                           (OLDER, SAME_CODE, "the 45 scenarios both runs have (45 ok in both) give no figure to gate "
+                                              "(not gated: holds (the CPU's VmHWM")):
+        done = run_cli("compare", str(base), str(new))
+        verdict = _verdict(done)
+        assert done.returncode == 1, verdict
+        assert verdict.startswith(f"verdict: FAIL (exit 1): nothing gated, a gate that cannot fail: {why}"), verdict
+    assert "keras-tensorflow needs (repeats only within 5.5 %); spread stored in" in verdict
+
+
+def test_store_spread_of_runs_with_nothing_in_common_writes_nothing(tmp_path: Path) -> None:
+    """An empty spread would replace the one a file stores: refused in one line, both files as they were."""
+    probe = _kept(BASE, tmp_path / "probe.json", lambda r: r["scenario"]["model"] == "probe")
+    others = _kept(SAME_CODE, tmp_path / "others.json", lambda r: r["scenario"]["model"] != "probe")
+    before = [path.read_bytes() for path in (probe, others)]
+    done = run_cli("compare", str(probe), str(others), "--store-spread")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "no figure in common" in done.stderr and not done.stdout
+    assert [path.read_bytes() for path in (probe, others)] == before

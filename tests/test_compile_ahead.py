@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from frameworks.worker import load_adapter
 from frameworks.xla_compiles import FAKE_AUTOTUNE
+from models.protocol import write_scenario
 from models.record import phase
 from models.scenario import Scenario
 from suites.run.orchestrator import worker_environment
@@ -23,8 +25,9 @@ SCRATCH = 600 * 2**20
 def test_the_compile_phase_records_the_scratch_and_the_steps_exclude_it(framework: str, tmp_path: Path) -> None:
     scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu")
     out = tmp_path / "record.json"
-    done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "scenario",
-                           json.dumps(scenario.to_dict()), str(out)], cwd=ROOT, capture_output=True, text=True,
+    scenario_file = write_scenario(scenario.to_dict(), tmp_path)
+    done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "scenario", scenario_file, str(out)],
+                          cwd=ROOT, capture_output=True, text=True,
                           env=worker_environment(scenario) | {FAKE_AUTOTUNE: str(SCRATCH)}, timeout=300)
     record = json.loads(out.read_text())
     assert done.returncode == 0 and record["status"] == "ok", done.stderr[-2000:]
@@ -45,8 +48,9 @@ def test_on_the_cpu_nothing_compiles_ahead(tmp_path: Path) -> None:
     """Nothing autotunes on the CPU: no helper, no cache, and the first step compiles where it runs."""
     scenario = Scenario.create("keras-jax", "plain-8", kind="train", device="cpu")
     out = tmp_path / "record.json"
-    subprocess.run([interpreter("keras-jax"), "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()),
-                    str(out)], cwd=ROOT, env=worker_environment(scenario), check=True, timeout=300)
+    scenario_file = write_scenario(scenario.to_dict(), tmp_path)
+    subprocess.run([interpreter("keras-jax"), "-m", "frameworks.worker", "scenario", scenario_file, str(out)], cwd=ROOT,
+                   env=worker_environment(scenario), check=True, timeout=300)
     record = json.loads(out.read_text())
     assert record["worker"]["compile_helper"] == {}
     assert phase(record, "compile")["notes"]["compiled_in"] == "this process"
@@ -65,8 +69,6 @@ def test_on_a_gpu_every_xla_compile_goes_through_the_helper_and_its_cache(
         framework: str, execution: str, ahead: bool, helper_variables: dict | None) -> None:
     """The GPU side on paper (no GPU here, and never TensorFlow's GPU build): which adapters compile ahead on a GPU,
     into which cache, and with their pool off in the helper (a second 75 % pool would not fit beside the worker's)."""
-    from frameworks.worker import load_adapter
-
     adapter = load_adapter(Scenario.create(framework, "plain-8", kind="train", device="cuda", execution=execution))
     assert adapter.compiles_ahead is ahead
     if not ahead:

@@ -11,6 +11,7 @@ from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate, hand_count
 from models.record import phase
 from models.scenario import Scenario
+from models.spec import BatchNorm, Conv2D, Flatten, ModelSpec, ReLU
 from suites.analysis import accounting, constants, figures
 from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT
@@ -48,6 +49,34 @@ def test_batch_scales_activations_not_weights() -> None:
     assert one.phase("build").items["weights"] == eight.phase("build").items["weights"]
     assert activations(spec, RULES["jax"], 8, 4).saved == 8 * activations(spec, RULES["jax"], 1, 4).saved
     assert "optimizer_state" not in {k for k, v in one.phase("train_step_2").items.items() if v}  # plain SGD
+
+
+@pytest.mark.parametrize(("depth", "batch"), [(8, 2), (20, 16), (3000, 2)])
+def test_a_deep_chain_is_its_closed_form(depth: int, batch: int) -> None:
+    """plain-N under the neutral rules, figure by figure, at depths where an estimate quadratic in depth would crawl
+    (3,000 conv-ReLU pairs took 9 s): each ReLU's output is kept once (by it and by the next conv); the backward peaks
+    at the last ReLU, with every ReLU output kept, its output's and input's gradients and the dense layer's weight
+    gradient (deeper, a pair frees more activations than its conv's gradient adds); inference holds one conv's input
+    and output."""
+    value, feature, head = batch * 4, 32 * 32 * 64, 8 * 8 * 64  # one activation's bytes; a feature map; max-pool's out
+    dense = (head * 10 + 10) * 4
+    acts = activations(get_model(f"plain-{depth}"), RULES["neutral"], batch, 4)
+    assert acts.saved == value * (depth * feature + head + 10)  # and the loss's residual, 10 classes
+    assert (acts.backward_peak, acts.backward_saved, acts.backward_gradients) == (
+        value * (depth + 2) * feature + dense, value * depth * feature, dense)
+    assert acts.inference_transient == value * 2 * feature
+
+
+def test_a_net_that_makes_no_tensor_or_keeps_its_output_is_estimated() -> None:
+    """A lone flatten makes no tensor, so inference holds nothing beside the batch; a conv that is the net's output,
+    kept by JAX's bnrelu policy on a GPU, is read by no step (only the loss): kept at the forward's end, not during the
+    backward. Both were a `max()` or `min()` of nothing."""
+    flat = ModelSpec("flat", (4,), (Flatten(),), "mse")
+    assert estimate(flat, "infer", 2).phase("inference").items["transient"] == 0
+    out = ModelSpec("conv-out", (8, 8, 3), (BatchNorm(), ReLU(), Conv2D(4)), "mse")
+    acts = activations(out, RULES["jax"], 2, 4, "bnrelu", device="cuda")
+    assert acts.saved == 2 * (2 * 4 * 8 * 8 * 4)  # the loss's residual and the kept output
+    assert acts.backward_saved == 2 * 4 * 8 * 8 * 3  # the conv's input (the ReLU's output) while its run is recomputed
 
 
 def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:

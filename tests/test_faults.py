@@ -17,18 +17,23 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
+from models.record import TEMPORARY
 from suites.run import runfile
 from suites.run.registry import ROOT
 from tests.conftest import gone
 
 PROBE = ["--framework", "torch", "--model", "probe", "--device", "cpu"]
 BENCH = ["bench", "--suite", "default", "--device", "cpu", "--frameworks", "torch", "--models", "probe"]
+PUBLISHED_CPU = ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json"
+PUBLISHED_CUDA = ROOT / "results" / "h100-c3d4247" / "default-cuda.json"
+FIT_RUN = ROOT / "results" / "cpu-248a74c" / "fit-cpu.json"  # answers only: no scenario records
 
 
 @dataclass
@@ -61,50 +66,58 @@ def _workers(command: subprocess.Popen) -> list[psutil.Process]:
         return []
 
 
-def _in_phase(tmp: Path, phase: str) -> bool:
-    """Whether a worker's own record (rewritten at each phase) says it is in `phase`."""
+def _in_phase(tmp: Path, phase: str) -> int:
+    """How many workers' own records (rewritten at each phase) say they are in `phase`."""
+    count = 0
     for record in tmp.glob("footprint-*/record.json"):
         try:
-            if json.loads(record.read_text()).get("current_phase") == phase:
-                return True
+            count += json.loads(record.read_text()).get("current_phase") == phase
         except (OSError, ValueError):
             continue
-    return False
+    return count
 
 
 def run(base: Path, args: list[str], extra: dict[str, str] | None = None,
         interrupt: Callable[[subprocess.Popen, Path], bool] | None = None, send: int = signal.SIGTERM,
         to_worker: bool = False, timeout: float = 300) -> Ending:
-    """`python -m suites ARGS`; where `interrupt(command, tmp)` turns true, `send` goes to the worker
-    (`to_worker`) or to the command itself."""
+    """`python -m suites ARGS`, watched for the workers it starts; where `interrupt(command, tmp)` turns true, `send`
+    goes to the worker (`to_worker`) or to the command itself. A command still running at `timeout` is killed and
+    fails the row (a quadratic estimate, a hang)."""
     env = _environment(base, extra or {})
     seen: list[psutil.Process] = []
     with subprocess.Popen([sys.executable, "-m", "suites", *args], cwd=ROOT, env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as command:
         deadline = time.monotonic() + timeout
-        while interrupt and command.poll() is None and time.monotonic() < deadline:
+        while command.poll() is None and time.monotonic() < deadline:
             seen = _workers(command) or seen
-            if interrupt(command, base / "tmp"):
+            if interrupt and interrupt(command, base / "tmp"):
                 for target in (seen if to_worker else [psutil.Process(command.pid)]):
                     target.send_signal(send)
-                break
+                interrupt = None
             time.sleep(0.05)
-        output, _ = command.communicate(timeout=timeout)
+        try:
+            output, _ = command.communicate(timeout=max(deadline - time.monotonic(), 0) + 60)
+        except subprocess.TimeoutExpired:
+            command.kill()
+            pytest.fail(f"python -m suites {' '.join(args)}: still running after {timeout:g} s; killed")
     return Ending(command.returncode, output, seen, base / "results", base / "tmp")
 
 
-def _clean(ending: Ending) -> None:
-    """No worker outlived the command, and no temporary folder of the suite's is left in its TMPDIR."""
+def _clean(ending: Ending, held: Path | None = None) -> None:
+    """No worker outlived the command, no temporary folder of the suite's is left in its TMPDIR, and no lock file
+    or write temporary in the results folder (but the lock of `held`, which this test process holds)."""
     assert gone(ending.workers), ending.workers
     assert not list(ending.tmp.glob("footprint-*")), list(ending.tmp.iterdir())
+    allowed = {held.with_name(f".{held.name}.lock")} if held else set()
+    assert set(ending.results.glob(".*")) <= allowed, list(ending.results.glob(".*"))
 
 
 def _stored(count: int) -> Callable[[subprocess.Popen, Path], bool]:
     return lambda command, tmp: len(list(tmp.parent.glob("results/*.store/*.json"))) >= count
 
 
-def _phase(name: str) -> Callable[[subprocess.Popen, Path], bool]:
-    return lambda command, tmp: _in_phase(tmp, name)
+def _phase(name: str, workers: int = 1) -> Callable[[subprocess.Popen, Path], bool]:
+    return lambda command, tmp: _in_phase(tmp, name) >= workers
 
 
 # ---- the rows: each runs its fault and checks the ending ----
@@ -242,6 +255,120 @@ def sigterm_of_a_bench(base: Path) -> None:
     _stopped_bench(base, signal.SIGTERM)
 
 
+def sighup_of_a_bench(base: Path) -> None:
+    _stopped_bench(base, signal.SIGHUP)
+
+
+def stopped_jobs_keep_what_finished(base: Path) -> None:
+    """`--jobs 2`, Ctrl-C while the train scenarios hang: the infer scenario that finished meanwhile, which the
+    suite had not asked for yet, is kept; the rest are `missing`."""
+    ending = run(base, [*BENCH, "--jobs", "2"], {"FOOTPRINT_FAULT": "context:hang@train"},
+                 interrupt=_phase("context", workers=2), send=signal.SIGINT)
+    data = ending.run_file()
+    assert ending.code == 130 and not data["complete"], ending.output[-2000:]
+    assert [(r["scenario"]["kind"], r["status"]) for r in data["records"]] == [("infer", "ok")], data["records"]
+    assert len(data["missing"]) == 3
+    _clean(ending)
+
+
+def unreadable_run_file(base: Path) -> None:
+    """A run file cut in half, one of another schema, and a cuda run copied over the cpu one: the bench refuses each
+    in one line and writes nothing; --fresh keeps it aside, named, and starts over."""
+    text = PUBLISHED_CPU.read_text()
+    contents = (text[:len(text) // 2], text.replace('"schema_version": 1,', '"schema_version": 999,', 1),
+                PUBLISHED_CUDA.read_text())
+    paths = [base / folder / "default-cpu.json" for folder in ("results-cut", "results-schema", "results")]
+    for path, content in zip(paths, contents, strict=True):
+        path.parent.mkdir()
+        path.write_text(content)
+    with ThreadPoolExecutor(len(paths)) as pool:
+        endings = list(pool.map(lambda path: run(base, [*BENCH, "--resume"], {"FOOTPRINT_RESULTS": str(path.parent)}),
+                                paths))
+    for path, content, ending in zip(paths, contents, endings, strict=True):
+        assert ending.code == 2 and ending.output.count("\n") == 1 and str(path) in ending.output, ending.output
+        assert path.read_text() == content and not ending.workers
+    path = paths[-1]  # --fresh, stopped once it has a record of its own: what it set aside is kept whole
+    ending = run(base, [*BENCH, "--fresh"], interrupt=_stored(1))
+    kept = list(path.parent.glob("default-cpu.before-*.json"))
+    assert ending.code == 130 and len(kept) == 1 and str(kept[0]) in ending.output, ending.output[-2000:]
+    assert kept[0].read_text() == contents[-1] and ending.run_file()["device"] == "cpu"
+
+
+def bad_records_in_the_store(base: Path) -> None:
+    """What an interrupted run's store holds that is no record (`{}`, a bare status, invalid JSON, a list) is
+    quarantined beside it with a line each; the run file takes only records, and `report` reads it."""
+    store = base / "results" / "default-cpu.json.store"
+    store.mkdir(parents=True)
+    bad = {"empty.json": "{}", "status.json": '{"status": "ok"}', "invalid.json": "{not json", "list.json": "[]"}
+    for name, text in bad.items():
+        (store / name).write_text(text)
+    ending = run(base, BENCH)
+    warned = [line for line in ending.output.splitlines() if line.startswith("footprint: warning:")
+              and "is not a record" in line]
+    data = ending.run_file()
+    assert ending.code == 0 and len(warned) == 4 and "Traceback" not in ending.output, ending.output[-2000:]
+    assert data["complete"] and len(data["records"]) == 4
+    assert sorted(path.name for path in (ending.results / "default-cpu.json.quarantine").iterdir()) == sorted(bad)
+    assert run(base, ["report", str(ending.results / "default-cpu.json")]).code == 0
+    _clean(ending)
+
+
+def not_a_run_file(base: Path) -> None:
+    """JSON that is not a run file's object, and a run file with a record that is a number, given to every command
+    that reads run files: one line and exit 2 each (estimate --constants: neither constants nor probes)."""
+    results = base / "results"
+    results.mkdir()
+    header = {key: value for key, value in json.loads(PUBLISHED_CPU.read_text()).items() if key != "records"}
+    files = {"list.json": "[]", "null.json": "null", "string.json": '"x"',
+             "default-cpu.json": json.dumps(header | {"records": [1]})}
+    for name, text in files.items():
+        (results / name).write_text(text)
+    commands = [["report", str(results / name)] for name in files]
+    for path in (str(results / "list.json"), str(results / "default-cpu.json")):
+        commands += [["compare", path, path], ["errors", path], ["constants", path],
+                     ["estimate", "--model", "probe", "--device", "cpu", "--constants", path]]
+    commands.append(BENCH)
+    with ThreadPoolExecutor(4) as pool:
+        endings = list(pool.map(lambda command: run(base, command), commands))
+    for command, ending in zip(commands, endings, strict=True):
+        assert ending.code == 2 and ending.output.count("\n") == 1, (command, ending.output)
+    assert [path.read_text() for path in map(results.joinpath, files)] == list(files.values())
+
+
+def run_out_on_a_run_file(base: Path) -> None:
+    """`run --out` and `fit --out` onto a run file (no bench holding it): refused before measuring; the file kept."""
+    path = base / "results" / "default-cpu.json"
+    path.parent.mkdir()
+    shutil.copy(PUBLISHED_CPU, path)
+    for command in (["run", *PROBE, "--out", str(path)],
+                    ["fit", *PROBE, "--budget", "1GiB", "--out", str(path)]):
+        ending = run(base, command)
+        assert ending.code == 2 and ending.output.count("\n") == 1 and "is a run file" in ending.output, ending.output
+        assert path.read_bytes() == PUBLISHED_CPU.read_bytes() and not ending.workers
+    _clean(ending)
+
+
+def _dead_pid() -> int:
+    with subprocess.Popen(["true"]) as ended:
+        pass
+    return ended.pid
+
+
+def leftovers_of_killed_writers(base: Path) -> None:
+    """The 0-byte temporaries a writer killed in its final writes leaves (named by its pid) are swept by the next
+    run's writes; a refused command leaves no lock."""
+    results = base / "results"
+    results.mkdir()
+    left = [results / f".default-cpu.{kind}.{_dead_pid()}.k1ll3d{TEMPORARY}" for kind in ("json", "png")]
+    for path in left:
+        path.write_bytes(b"")
+    refused = run(base, ["bench", "--suite", "techniques", "--device", "cpu", "--models", "heatmap68"])
+    assert refused.code == 2 and not list(results.glob(".*.lock")), refused.output
+    ending = run(base, BENCH, interrupt=_stored(1))  # stopped once it has a record: it writes both files all the same
+    assert ending.code == 130 and not any(path.exists() for path in left), ending.output[-2000:]
+    _clean(ending)
+
+
 def sigterm_of_a_fit(base: Path) -> None:
     fit = ["bench", "--suite", "fit", "--device", "cpu", "--frameworks", "torch", "--models", "heatmap68"]
     ending = run(base, fit, interrupt=lambda command, tmp: bool(_workers(command)))
@@ -295,7 +422,7 @@ def concurrent_runs(base: Path) -> None:
     runfile.lock(path)  # this test process holds it, as a running bench would
     ending = run(base, BENCH)
     assert ending.code == 2 and "default-cpu.json is being written by another run (pid" in ending.output
-    _clean(ending)
+    _clean(ending, held=path)
 
 
 def run_out_on_a_locked_file(base: Path) -> None:
@@ -305,7 +432,7 @@ def run_out_on_a_locked_file(base: Path) -> None:
     ending = run(base, ["run", *PROBE, "--out", str(path)])
     assert ending.code == 2 and "default-cpu.json is being written by another run (pid" in ending.output
     assert path.read_text() == '{"kept": true}' and not ending.workers
-    _clean(ending)
+    _clean(ending, held=path)
 
 
 def report_of_bad_input(base: Path) -> None:
@@ -322,6 +449,103 @@ def batch_zero(base: Path) -> None:
     for command in (["run", *PROBE, "--batch", "0"], ["estimate", "--model", "probe", "--batch", "0"]):
         ending = run(base, command)
         assert ending.code == 2 and "omit --batch for the model's own" in ending.output and not ending.workers
+
+
+def sigint_from_outside(base: Path) -> None:
+    """`kill -INT` of the worker ends it as SIGTERM does, not as a KeyboardInterrupt it records as its own error. (A
+    terminal's Ctrl-C reaches only the orchestrator: the worker runs in its own session.)"""
+    _killed_from_outside(base, signal.SIGINT, "killed")
+
+
+ARGUMENT_LIMIT = 128 * 2**10  # what Linux allows one argument of a command line (MAX_ARG_STRLEN)
+# Past it in few layers, each named at length: an 8,000-layer chain is too (its scenario ~250 KB, refused the same
+# way before the worker read it from a file), but runs for ~10 minutes on the CPU (costs that grow with the square of
+# the layers: ModelSpec.consumers per layer, torch's MemTracker)
+LONG_SPEC = {"name": "long-spec", "input_shape": [4], "loss": "mse",
+             "layers": [{"type": "dense", "units": 4, "name": f"{index}{'_long_name' * 40}"} for index in range(400)]}
+
+
+def long_spec(base: Path) -> None:
+    """The worker reads its scenario from a file: a spec's size is no limit on `run` or `fit`."""
+    assert len(json.dumps(LONG_SPEC)) > ARGUMENT_LIMIT
+    spec = base / "long-spec.json"
+    spec.write_text(json.dumps(LONG_SPEC))
+    model = ["--framework", "torch", "--model-file", str(spec), "--device", "cpu", "--scenario", "infer"]
+    ending = run(base, ["run", *model, "--out", str(base / "results" / "record.json")])
+    assert ending.code == 0 and ending.record()["status"] == "ok", ending.output[-2000:]
+    _clean(ending)
+    ending = run(base, ["fit", *model, "--budget", "1GiB", "--max-batch", "2"])
+    assert ending.code == 0 and "Traceback" not in ending.output, ending.output[-2000:]
+    _clean(ending)
+
+
+
+
+def compare_sharing_nothing(base: Path) -> None:
+    """A fit run (answers, no scenario records) against a default run: nothing to gate, so the gate fails and says
+    why, where it passed with "0 figures gated" (a gate that could not fail)."""
+    ending = run(base, ["compare", str(FIT_RUN), str(PUBLISHED_CPU)])
+    verdict = ending.output.strip().splitlines()[-1]
+    assert ending.code == 1 and verdict.startswith("verdict: FAIL (exit 1): nothing gated"), ending.output[-2000:]
+    assert "share no scenario: the base run has 0 scenario records (and 12 fit answers" in verdict, verdict
+
+
+def compare_a_file_with_itself(base: Path) -> None:
+    """`--store-spread` of one file twice (the same path, a symlink, a relative path) or `--repeat` naming the base:
+    a spread of zero, refused before anything is written."""
+    (base / "results").mkdir()
+    path, link = base / "results" / "default-cpu.json", base / "results" / "link.json"
+    shutil.copy(PUBLISHED_CPU, path)
+    link.symlink_to(path)
+    for again in (str(path), str(link), os.path.relpath(path, ROOT)):
+        ending = run(base, ["compare", str(path), again, "--store-spread"])
+        assert ending.code == 2 and ending.output.count("\n") == 1 and "the same file" in ending.output, ending.output
+    ending = run(base, ["compare", str(path), str(PUBLISHED_CPU), "--repeat", str(link)])
+    assert ending.code == 2 and ending.output.count("\n") == 1 and "the base's own file" in ending.output, ending.output
+    assert path.read_bytes() == PUBLISHED_CPU.read_bytes()
+
+
+def budgets_as_written(base: Path) -> None:
+    """A budget prints exactly (1B was "within 0 MiB", 5MB "within 5 MiB"); units are case-sensitive as documented,
+    so `5 mb` (which read as 5 MB) is refused before a worker starts."""
+    for budget, printed in (("1B", "1 B"), ("5MB", "5 MB")):
+        ending = run(base, ["fit", *PROBE, "--budget", budget, "--max-batch", "1"])
+        assert ending.code == 1 and f"within {printed} on cpu" in ending.output, ending.output[-2000:]
+        _clean(ending)
+    ending = run(base, ["fit", *PROBE, "--budget", "5 mb"])
+    assert ending.code == 2 and ending.output.count("\n") == 1 and "case-sensitive unit (B, kB, MB" in ending.output
+    assert not list(ending.tmp.glob("footprint-*")), ending.output
+
+
+def estimate_of_a_deep_chain(base: Path) -> None:
+    """plain-100000 (200,003 layers) in seconds: the estimate is linear in depth. A quadratic one (2,000 layers took 8
+    s, 100,000 did not end in 600) fails at the timeout, where `run` kills the command."""
+    done = run(base, ["estimate", "--model", "plain-100000", "--device", "cpu"], timeout=120)
+    # 3x3x64 convs of 36,928 parameters but the first (1,792), and a dense layer of 40,970
+    assert done.code == 0 and done.output.startswith("plain-100000: 3,692,805,834 parameters"), done.output[-2000:]
+    assert "total at the peak (train_step_2)" in done.output, done.output[-2000:]
+
+
+ABSURD_SPECS = (
+    {"name": "many-units", "input_shape": [4], "loss": "mse", "layers": [{"type": "dense", "units": 10**400}]},
+    {"name": "wide-input", "input_shape": [10**30], "loss": "mse", "layers": [{"type": "dense", "units": 1}]})
+
+
+def absurd_sizes(base: Path) -> None:
+    """`--batch 10**400` and specs of a 10**400-unit layer or a 10**30-value input, to `estimate` and `run`: refused in
+    one line naming the bound (2**31 - 1), where they were an OverflowError's traceback; no worker starts."""
+    batch = str(10**400)
+    commands = [["estimate", "--model", "probe", "--batch", batch], ["run", *PROBE, "--batch", batch]]
+    for spec in ABSURD_SPECS:
+        path = base / f"{spec['name']}.json"
+        path.write_text(json.dumps(spec))
+        commands += [["estimate", "--model-file", str(path), "--device", "cpu"],
+                     ["run", "--framework", "torch", "--model-file", str(path), "--device", "cpu"]]
+    for command in commands:
+        ending = run(base, command)
+        assert ending.code == 2 and ending.output.count("\n") == 1, (command, ending.output[-2000:])
+        assert "at most 2,147,483,647" in ending.output and not ending.workers, (command, ending.output)
+        assert not list(ending.tmp.glob("footprint-*")), command
 
 
 @dataclass(frozen=True)
@@ -353,6 +577,22 @@ FAULTS = (
     Fault("SIGINT (Ctrl-C) of a bench", "exit 130; `complete: false`, the rest under `missing`; --resume runs them",
           sigint_of_a_bench),
     Fault("SIGTERM of a bench", "the same as SIGINT", sigterm_of_a_bench),
+    Fault("SIGHUP of a bench (its terminal closed)", "the same as SIGINT", sighup_of_a_bench),
+    Fault("Ctrl-C of `bench --jobs 2` while a scenario that finished waits its turn", "its record kept; exit 130, "
+          "the rest under `missing`", stopped_jobs_keep_what_finished),
+    Fault("a run file cut in half, of another schema, or another device's (a cuda run copied over the cpu one)",
+          "refused in one line naming it, exit 2, nothing written; `--fresh` keeps it aside (`*.before-<time>.json`)",
+          unreadable_run_file),
+    Fault("what is no record in the resume store (`{}`, `{\"status\": \"ok\"}`, invalid JSON, `[]`)", "each moved "
+          "to `<run file>.quarantine/` with a one-line warning; never in the run file, which stays readable",
+          bad_records_in_the_store),
+    Fault("JSON that is not a run file (`[]`, `null`, a string, a record that is a number) to report, compare, "
+          "errors, constants, estimate --constants and bench", "one line each, exit 2", not_a_run_file),
+    Fault("`run --out` (and `fit --out`) onto a run file no bench holds", "refused, one line, exit 2; the file "
+          "untouched", run_out_on_a_run_file),
+    Fault("0-byte write temporaries left by a writer killed in its final writes; a refused command's lock",
+          "the next run's writes sweep the dead writer's temporaries; no lock file outlives a command",
+          leftovers_of_killed_writers),
     Fault("SIGTERM of a fit run (its first question)", "exit 130; the run file written, `complete: false`, the "
           "question under `missing`", sigterm_of_a_fit),
     Fault("a full disk (a 160 KiB tmpfs)", "one line naming the file; no traceback, no empty file; the records "
@@ -367,6 +607,19 @@ FAULTS = (
     Fault("XLA's autotuner warning (\"ran out of memory ... not a failure\", the c3d4247 line replayed)",
           "nothing: the run goes on, `ok` (only an allocation that failed for good is `oom`; a compile helper's "
           "line names `compile`)", autotuner_warning),
+    Fault("SIGINT of the worker from outside (in build)", "`killed` in build, like SIGTERM", sigint_from_outside),
+    Fault("a spec past the 128 KiB a command-line argument may hold (an 8,000-layer chain's; here 400 layers with "
+          "long names)", "`ok`: the worker reads its scenario from a file; `fit` answers too", long_spec),
+    Fault("`compare` of two runs that share nothing (a fit run against a default run)", "exit 1: `verdict: FAIL`, "
+          "nothing gated, and why (each run's scenarios): a gate that cannot fail fails", compare_sharing_nothing),
+    Fault("`compare X X --store-spread` (one file by any path; `--repeat` naming the base)", "refused, one line, "
+          "exit 2: a spread of zero; X unchanged", compare_a_file_with_itself),
+    Fault("a budget of `1B`, `5MB`, `5 mb`", "printed exactly (`1 B`, `5 MB`, never a rounded MiB); `5 mb` refused, "
+          "one line, exit 2: units are case-sensitive", budgets_as_written),
+    Fault("`estimate` of a 100,000-layer chain (plain-100000)", "its phases in seconds, exit 0: the estimate is "
+          "linear in depth (it was quadratic: 8 s at 2,000 layers)", estimate_of_a_deep_chain),
+    Fault("`--batch 10**400` (estimate and run) and a spec with absurd sizes (10**400 units, a 10**30-value input)",
+          "refused, one line naming the bound (2**31 - 1), exit 2; no worker started", absurd_sizes),
 )
 
 

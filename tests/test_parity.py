@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from models.catalogue import Graph, listed_models
+from models.protocol import write_scenario
 from models.scenario import Scenario
 from models.spec import (
     Add,
@@ -112,7 +113,7 @@ def _run_everywhere(spec: ModelSpec, tmp_path: Path, training: bool) -> dict[str
     for framework in FRAMEWORKS:
         scenario = Scenario(framework=framework, model=spec.name, batch=4, spec_json=spec.to_dict())
         out = tmp_path / f"{framework}.npz"
-        run_worker(framework, "forward", json.dumps(scenario.to_dict()), str(arrays_path), str(out),
+        run_worker(framework, "forward", write_scenario(scenario.to_dict(), tmp_path), str(arrays_path), str(out),
                    *(["--training"] if training else []))
         results[framework] = dict(np.load(out))
     return results
@@ -173,7 +174,7 @@ def test_dropout_in_training_drops_its_rate_and_scales_the_rest(framework: str, 
     arrays = _arrays(spec, batch=4)
     np.savez(tmp_path / "arrays.npz", **arrays)
     scenario = Scenario(framework=framework, model=spec.name, batch=4, spec_json=spec.to_dict())
-    run_worker(framework, "forward", json.dumps(scenario.to_dict()), str(tmp_path / "arrays.npz"),
+    run_worker(framework, "forward", write_scenario(scenario.to_dict(), tmp_path), str(tmp_path / "arrays.npz"),
                str(tmp_path / "out.npz"), "--training")
     output, inputs = np.load(tmp_path / "out.npz")["output"], arrays["inputs"]
     dropped = output == 0

@@ -14,6 +14,11 @@ figure}}}, written by `compare RUN REPEAT --store-spread` (schema version 1 stil
 `--repeat` measures the same spread on the fly. With a spread, a view that repeats only beyond the threshold is
 not gated for that framework, and a gated figure fails only past the threshold plus its view's spread: one
 comparison of two runs carries the same noise that the spread's pair of runs showed.
+
+A gate that gates nothing cannot fail, so it fails: where no figure is gated, because the runs share no scenario
+(a fit run against a default run, two runs of different models), because none they share is `ok` in both with a
+figure both measured, or because every view they both have is out of the gate (an older run without the sampled
+anonymous memory, a view whose spread exceeds the threshold), the verdict is FAIL and says which.
 """
 
 from __future__ import annotations
@@ -201,10 +206,28 @@ def _percent(fraction: float) -> str:
     return f"{fraction * 100:.1f} %"
 
 
-def verdict(found: list[Change], threshold: float, cpu: bool, spread_from: str | None) -> str:
-    """One line a CI log ends with: pass or FAIL, each failing figure (the first few, then a count) with its
-    growth and bytes, how many figures were gated, and which views were not and why."""
-    failed = grew(found, threshold)
+def _held(run: dict, which: str) -> str:
+    """How many scenarios a run has records of, and the fit answers it holds, which compare does not read."""
+    fits = len(run.get("fits", []))
+    return (f"{which} has {len(run['records'])} scenario records"
+            + (f" (and {fits} fit answers, which compare does not read)" if fits else ""))
+
+
+def nothing_gated(base: dict, new: dict) -> str:
+    """Why two runs gave no gated figure: they share no scenario, or those they share gave none."""
+    keys = [{identity(r["scenario"]): r["status"] for r in run["records"]} for run in (base, new)]
+    shared = keys[0].keys() & keys[1].keys()
+    if not shared:
+        return f"the two runs share no scenario: {_held(base, 'the base run')}, {_held(new, 'the new run')}"
+    ok = sum(keys[0][key] == keys[1][key] == "ok" for key in shared)
+    return f"the {len(shared)} scenarios both runs have ({ok} ok in both) give no figure to gate"
+
+
+def verdict(base: dict, new: dict, found: list[Change], threshold: float, spread_from: str | None) -> tuple[int, str]:
+    """The exit status and the one line a CI log ends with: pass, or FAIL with each failing figure (the first few,
+    then a count) with its growth and bytes, how many figures were gated, and which views were not and why; FAIL
+    too where nothing was gated, saying why (a gate that cannot fail)."""
+    failed, cpu = grew(found, threshold), base["device"] != "cuda"
     bar = f"{threshold * 100:g} %" + (" plus its view's run-to-run spread" if spread_from else "")
     ungated = [f"{figure} ({why})" for (on_cpu, figure), why in UNGATED.items()
                if on_cpu == cpu and any(c.figure == figure for c in found)]
@@ -214,17 +237,21 @@ def verdict(found: list[Change], threshold: float, cpu: bool, spread_from: str |
             loose[c.framework, c.figure] = c.spread
     ungated += [f"{framework} {figure} (repeats only within {_percent(moved)})"
                 for (framework, figure), moved in sorted(loose.items())]
-    notes = [f"{sum(c.counts(threshold) for c in found)} figures gated"]
+    gated = sum(c.counts(threshold) for c in found)
+    notes = [f"{gated} figures gated"] if gated else []
     notes += [f"not gated: {', '.join(ungated)}"] if ungated else []
-    if spread_from:
+    if spread_from and found:
         notes.append(f"spread {spread_from}")
-    elif cpu:
+    elif cpu and gated:
         notes.append("no run-to-run spread (neither run stores one, no --repeat; `compare RUN REPEAT "
                      "--store-spread` stores one): every framework's anonymous and allocator figures gated")
+    if not gated:
+        return 1, (f"verdict: FAIL (exit 1): nothing gated, a gate that cannot fail: {nothing_gated(base, new)}"
+                   + (f" ({'; '.join(notes)})" if notes else ""))
     if not failed:
-        return f"verdict: pass: no gated figure grew beyond {bar} ({'; '.join(notes)})"
+        return 0, f"verdict: pass: no gated figure grew beyond {bar} ({'; '.join(notes)})"
     named = [f"{c.name} {c.phase} {c.figure} {c.relative * 100:+.1f} % ({mib(c.base)} -> {mib(c.new)} MiB)"
              for c in failed[:NAMED]]
     more = f" and {len(failed) - NAMED} more" if len(failed) > NAMED else ""
-    return (f"verdict: FAIL (exit 1): {len(failed)} gated figure{'s' * (len(failed) != 1)} grew beyond {bar}: "
-            f"{', '.join(named)}{more} ({'; '.join(notes)})")
+    return 1, (f"verdict: FAIL (exit 1): {len(failed)} gated figure{'s' * (len(failed) != 1)} grew beyond {bar}: "
+               f"{', '.join(named)}{more} ({'; '.join(notes)})")

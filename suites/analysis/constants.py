@@ -21,6 +21,7 @@ from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
 from suites.analysis import figures
+from suites.run import runfile
 from suites.run.registry import ROOT
 
 PROBE, DEEP_PROBE = "probe", "probe-deep"
@@ -185,13 +186,14 @@ def load(resolved_device: str, source: Path | None = None) -> dict | None:
     source = source or path(resolved_device)
     try:
         data = json.loads(source.read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError):
         return None
-    if data.get("schema_version") != SCHEMA_VERSION:
-        return None
-    if data.get("kind") == KIND:
+    if isinstance(data, dict) and (data.get("kind"), data.get("schema_version")) == (KIND, SCHEMA_VERSION):
         return data
-    return of_run(data)[0] if isinstance(data.get("records"), list) else None
+    try:
+        return of_run(runfile.read_run(data))[0]
+    except ValueError:  # neither a constants file nor a run file
+        return None
 
 
 def merge(data: dict, record: dict, measured_at: str | None = None) -> bool:

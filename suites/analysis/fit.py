@@ -26,7 +26,10 @@ from models.techniques import ACCUMULATION_STEPS
 from suites.analysis import figures
 from suites.run import nvml
 
-UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+# case-sensitive, as written (5mb is refused: Mb would be megabits)
+UNITS = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+PRINTED = ("MiB", "GB", "MB", "KiB", "kB", "B")  # how a budget prints: MiB first, the unit of every table
+SIZE_RULE = "a positive size with a case-sensitive unit (B, kB, MB, GB: powers of 10; KiB, MiB, GiB: powers of 2)"
 MAX_BATCH = 4096
 EXIT_CODES = {"fits": 0, "does not fit": 1, "unknown": 3}  # 2 is the command line's own: bad input
 
@@ -34,12 +37,17 @@ EXIT_CODES = {"fits": 0, "does not fit": 1, "unknown": 3}  # 2 is the command li
 def parse_budget(text: str) -> int:
     """'2GiB', '900MB', '1.5 GB' -> bytes; a one-line SpecError otherwise."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*", text)
-    size = int(float(match.group(1)) * UNITS[match.group(2).upper()]) if match and match.group(2).upper() in UNITS \
-        else 0
-    if size < 1:  # no unit, an unknown one, or less than a byte ('0.4B')
-        raise SpecError(f"budget must be a positive size with a unit ({', '.join(k.replace('I', 'i') for k in UNITS)})"
-                        f" of at least one byte, got {text!r}")
+    size = int(float(match.group(1)) * UNITS[match.group(2)]) if match and match.group(2) in UNITS else 0
+    if size < 1:  # no unit, an unknown one (in the wrong case too), or less than a byte ('0.4B')
+        raise SpecError(f"budget must be {SIZE_RULE} of at least one byte, got {text!r}")
     return size
+
+
+def budget_text(count: int) -> str:
+    """Bytes exactly: in MiB where they are a whole number of them (2,048 MiB), else in the largest unit they are a
+    whole number of (900 MB, 512 KiB, down to 1 B): a budget prints as asked (5MB is not 5 MiB, 1B is not 0 MiB)."""
+    unit = next(unit for unit in PRINTED if count % UNITS[unit] == 0)
+    return f"{count // UNITS[unit]:,} {unit}"
 
 
 def capped(scenario: Scenario, budget: int) -> tuple[Scenario, str]:
@@ -203,10 +211,9 @@ def doubts(result: dict) -> list[str]:
 def describe(result: dict) -> str:
     """The answer with the probes that led to it."""
     scenario = Scenario.from_dict(result["scenario"])
-    budget = result["budget_bytes"] / 2**20
     settings = f"{scenario.optimizer}, " if scenario.kind == "train" else ""
     head = (f"{scenario.framework} {scenario.model} {scenario.kind} ({settings}technique {scenario.technique}) "
-            f"within {budget:,.0f} MiB on {scenario.device}"
+            f"within {budget_text(result['budget_bytes'])} on {scenario.device}"
             + (f", judged on {result['judged_on']}: " if result.get("judged_on") else ": "))  # older: none
     if result.get("answer") == "unknown":
         head += f"unknown: {result['unknown_reason']}"

@@ -25,20 +25,24 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
     os.environ.update({"FOOTPRINT_FRAMEWORKS": frameworks, "FOOTPRINT_MODELS": models,
                        "FOOTPRINT_DEVICE": device.resolve(requested_device), "FOOTPRINT_TIMEOUT": str(timeout),
                        "FOOTPRINT_RESUME": "1" if start == "resume" else "",
-                       "FOOTPRINT_FRESH": "1" if start == "fresh" else "",
                        "FOOTPRINT_EXECUTOR": engine, "FOOTPRINT_JOBS": str(jobs), "FOOTPRINT_ADDRESS": address,
                        "FOOTPRINT_BATCHES": batches})
     parts, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
     batch_grid(parts)
     for framework in chosen:
         interpreter(framework, resolved)
-    runfile.lock(run_path(suite, resolved))  # a second run on the same file is refused here, in one line
+    path = run_path(suite, resolved)
+    runfile.lock(path)  # a second run on the same file is refused here, in one line
+    if start == "fresh":
+        for kept in runfile.set_aside(path):
+            print(f"footprint: --fresh: the run starts over; what was there is kept as {kept}", flush=True)
+    runfile.earlier_run(path, suite, resolved)  # one that must not be written over is refused here, in one line
+    runfile.stored_records(path)  # what is no record is quarantined here, where its line is seen
     print(f"footprint: suite {suite}, {size(suite)} on {device.describe(resolved)}", flush=True)
     started = time.time()
     # pytest-benchmark runs each scenario once and prints no seconds table: the memory lines below replace it
     code = pytest.main([str(ROOT / "suites" / "bench" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
                         "--benchmark-disable", "-W", "ignore::DeprecationWarning"])
-    path = run_path(suite, resolved)
     if path.exists():
         run = runfile.load(path)
         print(summary.tables(run), flush=True)

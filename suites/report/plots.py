@@ -27,9 +27,9 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from models import backends  # noqa: E402
 from models.record import STATIC_PLAN, atomic_write  # noqa: E402
 from models.scenario import PHASES, Scenario  # noqa: E402
-from suites.analysis import (
+from suites.analysis import (  # noqa: E402
     across_records,
-    errors,  # noqa: E402
+    errors,
 )
 from suites.analysis.constants import PROBES  # noqa: E402
 from suites.analysis.figures import (  # noqa: E402
@@ -42,6 +42,7 @@ from suites.analysis.figures import (  # noqa: E402
     preallocated,
     summary_phase,
 )
+from suites.analysis.fit import budget_text  # noqa: E402
 
 MIB = 2**20
 DPI = 90
@@ -684,7 +685,7 @@ def fit_answers(run: dict) -> Figure:
     figure = _figure(10, max(1.8, 0.26 * len(fits)) + 0.8)
     axis = figure.add_subplot()
     labels = [f"{f['scenario']['model']} {f['scenario']['kind']} {f['scenario']['optimizer']} "
-              f"{f['scenario']['technique']} ({f['budget_bytes'] / MIB:,.0f} MiB): {f['scenario']['framework']}"
+              f"{f['scenario']['technique']} ({budget_text(f['budget_bytes'])}): {f['scenario']['framework']}"
               for f in fits]
     values = [f["largest_batch"] or 0 for f in fits]
     for index, (value, result) in enumerate(zip(values, fits, strict=True)):

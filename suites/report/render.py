@@ -135,7 +135,7 @@ def _missing_label(entry: dict) -> str:
     """A missing scenario's label; a fit question's with its budget."""
     scenario = {key: value for key, value in entry.items() if key != "fit_budget_bytes"}
     budget = entry.get("fit_budget_bytes")
-    return Scenario.from_dict(scenario).label + (f": does it fit in {mib(budget)} MiB?" if budget else "")
+    return Scenario.from_dict(scenario).label + (f": does it fit in {fit.budget_text(budget)}?" if budget else "")
 
 
 def _status(record: dict) -> str:

@@ -8,6 +8,7 @@ ahead; `result` waits for one. Ray is imported only by its executor: the default
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import socket
@@ -38,8 +39,9 @@ class Sequential:
     def describe(self) -> dict:
         return {"engine": self.engine, "concurrency": self.concurrency}
 
-    def close(self) -> None:
-        """Nothing runs ahead, so nothing is left to stop."""
+    def close(self) -> list[dict]:
+        """Nothing runs ahead, so nothing is left to stop or to keep."""
+        return []
 
 
 class LocalJobs(Sequential):
@@ -60,11 +62,16 @@ class LocalJobs(Sequential):
         future = self.futures.pop(identity(scenario.to_dict()), None)
         return future.result() if future else super().result(scenario)
 
-    def close(self) -> None:
-        """Cancels what has not started and kills the workers still running (after an interrupt)."""
+    def close(self) -> list[dict]:
+        """Cancels what has not started and kills the workers still running (after an interrupt); returns the
+        records of the scenarios that had finished before, which the suite had not asked for yet: a stop keeps them
+        (one that ends as the workers are killed is left to `missing`, and --resume runs it again)."""
         self.pool.shutdown(wait=False, cancel_futures=True)
+        finished = [future.result() for future in self.futures.values()
+                    if future.done() and not future.cancelled() and future.exception() is None]
         orchestrator.stop_running()
         self.pool.shutdown(wait=True)
+        return finished
 
 
 def _run_pinned(scenario_json: dict, timeout: float) -> dict:
@@ -117,13 +124,20 @@ class RayCluster(Sequential):
     def describe(self) -> dict:
         return super().describe() | {"gpus": self.gpus, "nodes": len(self.ray.nodes())}
 
-    def close(self) -> None:
-        """Cancels what is left (a task's worker dies with the Ray process that started it), and stops a cluster
-        this run started."""
-        for ref in self.refs.values():
+    def close(self) -> list[dict]:
+        """Keeps the records of the tasks that had finished, cancels what is left (a task's worker dies with the Ray
+        process that started it), and stops a cluster this run started."""
+        refs = list(self.refs.values())
+        ready, running = self.ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+        finished = []
+        for ref in ready:
+            with contextlib.suppress(Exception):  # a task that failed has no record to keep
+                finished.append(self.ray.get(ref))
+        for ref in running:
             self.ray.cancel(ref, force=True)
         if self.owned:
             self.ray.shutdown()
+        return finished
 
 
 def check(engine: str, jobs: int, address: str | None) -> None:

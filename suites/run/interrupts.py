@@ -1,5 +1,5 @@
-"""SIGINT and SIGTERM stop a run cleanly: the running worker's process group is killed by the code waiting on it
-(orchestrator.run_scenario), what was measured stays stored, and the command exits 130."""
+"""SIGINT, SIGTERM and SIGHUP (the terminal closed) stop a run cleanly: the running worker's process group is killed
+by the code waiting on it (orchestrator.run_scenario), what was measured stays stored, and the command exits 130."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ _deferring: list[bool] = []  # set while the main thread is in `deferred()`
 
 
 class Interrupted(KeyboardInterrupt):
-    """Raised in the main thread by SIGINT or SIGTERM; a KeyboardInterrupt, so pytest stops the suite as for Ctrl-C."""
+    """Raised in the main thread by a stop signal; a KeyboardInterrupt, so pytest stops the suite as for Ctrl-C."""
 
 
 def _stop(number: int, frame: FrameType | None) -> None:
@@ -43,6 +43,7 @@ def deferred() -> Iterator[None]:
 
 
 def install() -> None:
-    """Both signals stop the run the same way (SIGTERM would otherwise end the process with nothing finished)."""
-    for number in (signal.SIGINT, signal.SIGTERM):
+    """The three signals stop the run the same way (SIGTERM and SIGHUP would otherwise end the process with nothing
+    finished: the store and the worker's folder left, no `missing` list)."""
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, _stop)

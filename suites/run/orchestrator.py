@@ -22,8 +22,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from models.protocol import HELPER_PREFIX
-from models.record import STATUSES
+from models.protocol import HELPER_PREFIX, write_scenario
+from models.record import STATUSES, alive
 from models.scenario import Scenario
 from suites.run import device, environment, interrupts, known, nvml, oom_kills
 from suites.run.registry import ROOT, interpreter
@@ -227,17 +227,6 @@ def _kill_group(process: subprocess.Popen) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
-    """Whether a process with this id runs (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove(folder: Path) -> None:
     """Removes a worker's folder and never raises for it; an interrupt (SIGINT, SIGTERM) that comes while it does
     is raised once the folder is gone, so a stopped run leaves none behind."""
@@ -264,7 +253,7 @@ def remove_stale_folders(root: Path | None = None) -> list[Path]:
         for entry in (root or Path(tempfile.gettempdir())).iterdir():
             match = OWN_FOLDER.fullmatch(entry.name)
             with contextlib.suppress(OSError):
-                if (match and not _alive(int(match[1])) and entry.is_dir() and not entry.is_symlink()
+                if (match and not alive(int(match[1])) and entry.is_dir() and not entry.is_symlink()
                         and entry.stat().st_uid == os.getuid()):
                     _remove(entry)
                     removed.append(entry)
@@ -279,16 +268,24 @@ def stop_running() -> None:
             _kill_group(process)
 
 
+def _fault_for(scenario: Scenario, fault: str | None) -> str | None:
+    """The fault this scenario gets: "PHASE:KIND@train" (or @infer) gives it to scenarios of that kind only, so a
+    test can hold one scenario of a suite while another finishes."""
+    fault, _, only = (fault or "").partition("@")
+    return fault if fault and only in ("", scenario.kind) else None
+
+
 def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None) -> dict:
     """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults.
 
     `fault` ("PHASE:raise", "PHASE:hang", "PHASE:abort", "PHASE:garbage", the FAKE allocator lines
     "PHASE:allocator-oom" and "PHASE:allocator-warning"; "PHASE:exhaust" under a `ulimit -v`) injects a failure,
-    for the suite's own tests; FOOTPRINT_FAULT gives it to every scenario of a command (the
-    fault matrix, tests/test_faults.py). Its folder (`footprint-<pid>-...` in TMPDIR) is gone when this returns,
-    and so is every process of the worker's group; folders of orchestrators killed outright are removed first.
+    for the suite's own tests; FOOTPRINT_FAULT gives it to every scenario of a command, or with "@KIND" to those of
+    one kind (the fault matrix, tests/test_faults.py). Its folder (`footprint-<pid>-...` in TMPDIR) is gone when
+    this returns, and so is every process of the worker's group; folders of orchestrators killed outright are
+    removed first.
     """
-    fault = fault or os.environ.get("FOOTPRINT_FAULT") or None
+    fault = _fault_for(scenario, fault or os.environ.get("FOOTPRINT_FAULT") or None)
     scenario = replace(scenario, device=device.resolve(scenario.device))
     if scenario.unavailable:  # a technique the framework does not have: recorded, not imitated
         return scenario.bare_record() | {
@@ -308,7 +305,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         tmp.mkdir(mode=0o700)
         out, log = tmp / "record.json", tmp / "output.txt"
         (tmp / "tmp").mkdir()  # the worker's TMPDIR: where missing, Python's tempfile would fall back to /tmp
-        command = [python, "-m", "frameworks.worker", "scenario", json.dumps(scenario.to_dict()), str(out)]
+        command = [python, "-m", "frameworks.worker", "scenario", write_scenario(scenario.to_dict(), tmp), str(out)]
         command += ["--fault", fault] if fault else []
         start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
         with log.open("wb") as output:

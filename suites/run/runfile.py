@@ -3,12 +3,16 @@
 Each scenario's record is written to the store (`<run file>.store/<identity>.json`, write-then-rename) the
 moment it completes, and the run file is assembled from the store after each one. A run starts from the run
 file already there: a narrowed or repeated run adds or replaces only its own scenarios and deletes none
-(`fresh` starts over on purpose; `resume` skips scenarios already `ok`). A lock beside the run file keeps a
-second run from writing the same file; `complete` is true only when every requested scenario has a record.
+(`fresh` starts over on purpose, keeping the old file aside; `resume` skips scenarios already `ok`). A file there
+that is not this suite's run on this device is never written over, and a stored record that is not one is
+quarantined, never merged. A lock beside the run file keeps a second run from writing the same file; `complete` is
+true only when every requested scenario has a record.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -21,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from models import backends
-from models.record import SCHEMA_VERSION, atomic_write_json
+from models.record import SCHEMA_VERSION, STATUSES, atomic_write_json
 from models.scenario import Scenario
 from models.spec import ModelSpec
 from suites.run import device, environment
@@ -30,6 +34,7 @@ from suites.run.registry import ROOT, SetupError, frameworks
 # A local run's files: git ignores results/local/, so a bench never overwrites a published run
 # (results/<machine>-<commit>/).
 RESULTS = Path(os.environ.get("FOOTPRINT_RESULTS") or ROOT / "results" / "local")
+KIND = "footprint.run"
 _LOCKS: dict[Path, IO] = {}  # the run files this process holds, so the bench command and pytest share one lock
 
 
@@ -60,24 +65,45 @@ def writable(path: Path) -> None:
 
 def lock(path: Path) -> None:
     """Holds the run file's lock for this process; a second run on the same file is refused in one line. The place is
-    checked writable first (the run file, its store, the report and the constants all go there)."""
+    checked writable first (the run file, its store, the report and the constants all go there). The lock file goes
+    when this process ends (`_unlock`), however the command ended short of SIGKILL: a refused command leaves none."""
     path = Path(path).resolve()
     if path in _LOCKS:
         return
     writable(path)
-    handle = open(path.with_name(f".{path.name}.lock"), "a+")  # noqa: SIM115 (held until the process ends)
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
+    name = path.with_name(f".{path.name}.lock")
+    while True:
+        handle = open(name, "a+")  # noqa: SIM115 (held until the process ends)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise SetupError(f"{path.name} is being written by another run ({holder}); wait for it to finish") from None
+        try:  # the file locked is still the one at `name`, not one a finishing holder removed as this one opened it
+            if os.stat(name).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
         handle.close()
-        raise SetupError(f"{path.name} is being written by another run ({holder}); wait for it to finish") from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()}")
     handle.flush()
+    if not _LOCKS:
+        atexit.register(_unlock)
     _LOCKS[path] = handle
+
+
+def _unlock() -> None:
+    """Removes this process's lock files while it still holds them (a process that opened one meanwhile finds it
+    gone, and makes its own)."""
+    for path, handle in _LOCKS.items():
+        with contextlib.suppress(OSError):
+            path.with_name(f".{path.name}.lock").unlink()
+        handle.close()
+    _LOCKS.clear()
 
 
 class RunFile:
@@ -87,22 +113,22 @@ class RunFile:
         self.store = self.path.with_name(f"{self.path.name}.store")
         self.write_failure: str | None = None
         if fresh:
-            shutil.rmtree(self.store, ignore_errors=True)
-        earlier = {} if fresh else self._earlier(suite, resolved_device)
+            set_aside(self.path)
+        earlier = earlier_run(self.path, suite, resolved_device)
         # identity -> record: the run file's, each replaced by the store's where an interrupted run left a newer one
         self.records = {identity(record["scenario"]): record for record in earlier.get("records", [])}
         # question identity -> the fit suite's answer (answers written before they had one keep a key of their own)
         self.fits = {result.get("question_identity") or f"unkeyed-{index}": result
                      for index, result in enumerate(earlier.get("fits", []))}
+        stored = stored_records(self.path)
         for key, record in self.records.items():
-            if not (self.store / f"{key}.json").exists():
+            if key not in stored:
                 self._write(self.store / f"{key}.json", record)
-        for stored in sorted(self.store.glob("*.json")):
-            self.records[stored.stem] = json.loads(stored.read_text())
+        self.records |= stored
         self.requested: dict[str, dict] = {}  # identity -> scenario, to list what a stopped run is missing
         self.data = {
             "schema_version": SCHEMA_VERSION,
-            "kind": "footprint.run",
+            "kind": KIND,
             "suite": suite,
             "device": resolved_device,
             "device_description": device.describe(resolved_device),
@@ -113,14 +139,6 @@ class RunFile:
             "frameworks_known": frameworks(),
             "records": [],
         }
-
-    def _earlier(self, suite: str, resolved_device: str) -> dict:
-        """The run file already there, where it is this suite's on this device (its records and fit answers)."""
-        try:
-            data = load(self.path)
-        except (OSError, ValueError):
-            return {}
-        return data if (data["suite"], data["device"]) == (suite, resolved_device) else {}
 
     def has_fit(self, key: str) -> bool:
         """Whether the fit question with this identity (`fit_identity`) has an answer (what `resume` skips)."""
@@ -195,14 +213,127 @@ def commits(run: dict) -> dict[str, int]:
     return dict(sorted(found.items(), key=lambda item: -item[1]))
 
 
-def load(path: Path) -> dict:
-    """A run file, with frameworks under their current names (models.backends)."""
-    data = json.loads(Path(path).read_text())
-    if data.get("kind") != "footprint.run" or data.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"{path} is not a footprint run file of schema {SCHEMA_VERSION}")
-    for entry in (*data["records"], *data.get("fits", [])):
-        entry["scenario"]["framework"] = backends.current(entry["scenario"]["framework"])
-    # a record cut short by older code lacks what the scenario alone says (the model, the framework's name)
-    data["records"] = [Scenario.from_dict(record["scenario"]).bare_record() | record for record in data["records"]]
+class RunFileError(ValueError):
+    """Why a file is not a run file (or a record not one a run file may hold), in one line."""
+
+
+def _json_kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(type(value), "a number")
+
+
+def read_record(record: object) -> dict:
+    """A scenario's record as a run file holds it (older records' missing fields from their scenario, frameworks
+    under their current names), or RunFileError saying why it is not one: not an object, no scenario this code can
+    read, another schema or a status that is none of STATUSES."""
+    if not isinstance(record, dict):
+        raise RunFileError(f"a record is {_json_kind(record)}, not an object")
+    if not isinstance(record.get("scenario"), dict):
+        raise RunFileError("a record has no scenario")
+    try:
+        scenario = record["scenario"] | {"framework": backends.current(str(record["scenario"]["framework"]))}
+        identity(scenario)
+        record = Scenario.from_dict(scenario).bare_record() | record | {"scenario": scenario}
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise RunFileError(f"a record's scenario is not one ({type(error).__name__}: {error})") from None
+    if record["schema_version"] != SCHEMA_VERSION:
+        raise RunFileError(f"a record of schema {record['schema_version']!r}; this code reads {SCHEMA_VERSION}")
+    if record["status"] not in STATUSES:
+        raise RunFileError(f"a record's status is {record['status']!r}, none of {', '.join(STATUSES)}")
+    return record
+
+
+def read_run(data: object) -> dict:
+    """The run file's data checked for what every reader takes for granted (RunFileError, in one line, where it is
+    not a run file), with frameworks under their current names (models.backends)."""
+    if not isinstance(data, dict):
+        raise RunFileError(f"it is {_json_kind(data)}, not an object")
+    if data.get("kind") != KIND:
+        raise RunFileError(f"its kind is {data.get('kind')!r}, not {KIND!r}")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise RunFileError(f"its schema_version is {data.get('schema_version')!r}; this code reads {SCHEMA_VERSION}")
+    for field in ("suite", "device"):
+        if not isinstance(data.get(field), str):
+            raise RunFileError(f"its {field} is {data.get(field)!r}, not a name")
+    if not isinstance(data.get("records"), list) or not isinstance(data.get("fits", []), list):
+        raise RunFileError("its records (and fits) are not lists")
+    data["records"] = [read_record(record) for record in data["records"]]
+    for result in data.get("fits", []):
+        if not isinstance(result, dict) or not isinstance(result.get("scenario"), dict):
+            raise RunFileError("a fit answer has no scenario")
+        result["scenario"]["framework"] = backends.current(str(result["scenario"].get("framework")))
     data["frameworks_known"] = [backends.current(name) for name in data.get("frameworks_known", [])]
     return data
+
+
+def load(path: Path) -> dict:
+    """A run file, checked (`read_run`): OSError where it cannot be read, ValueError where it is not a run file."""
+    return read_run(json.loads(Path(path).read_text()))
+
+
+def stored_records(path: Path) -> dict[str, dict]:
+    """The records in the run file's store by identity (what an interrupted run measured). One that is not a record
+    a run file may hold (`read_record`) is moved to `<run file>.quarantine/`, said in one line, and never merged."""
+    path = Path(path)
+    store, quarantine = path.with_name(f"{path.name}.store"), path.with_name(f"{path.name}.quarantine")
+    records = {}
+    for stored in sorted(store.glob("*.json")):
+        try:
+            record = read_record(json.loads(stored.read_text()))
+        except (OSError, ValueError) as error:
+            quarantine.mkdir(exist_ok=True)
+            os.replace(stored, quarantine / stored.name)
+            print(f"footprint: warning: {stored} is not a record ({error}); moved to {quarantine / stored.name}, "
+                  "out of the run file", file=sys.stderr, flush=True)
+            continue
+        records[identity(record["scenario"])] = record
+    return records
+
+
+def earlier_run(path: Path, suite: str, resolved_device: str) -> dict:
+    """The run file a run starts from: {} where there is none; SetupError, in one line, where one is there that this
+    run must not write over (it cannot be read, it is not a run file, or another suite's or device's)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    keep = f"nothing was written (move it away, or --fresh keeps it as {aside_name(path).name})"
+    try:
+        data = load(path)
+    except (OSError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) else error
+        raise SetupError(f"{path} cannot be read as a run file ({reason}); {keep}") from None
+    if (data["suite"], data["device"]) != (suite, resolved_device):
+        raise SetupError(f"{path} is the {data['suite']} suite's run on {data['device']}, not {suite} on "
+                         f"{resolved_device}; {keep}")
+    return data
+
+
+def aside_name(path: Path) -> Path:
+    """Where --fresh keeps the run file it starts over from: beside it, named by the time it was set aside."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.before-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+
+
+def set_aside(path: Path) -> list[Path]:
+    """Moves the run file and its store (what an interrupted run left) aside for a fresh start: kept, never
+    deleted. Returns where they went."""
+    path, target = Path(path), aside_name(path)
+    while target.exists():  # two fresh starts within one second
+        target = target.with_name(f"{target.stem}-again{target.suffix}")
+    kept = []
+    store, store_kept = path.with_name(f"{path.name}.store"), target.with_name(f"{target.name}.store")
+    for source, moved in ((path, target), (store, store_kept)):
+        if source.exists():
+            os.replace(source, moved)
+            kept.append(moved)
+    return kept
+
+
+def refuse_run_file(path: Path) -> None:
+    """SetupError where `path` holds a run file: the one record or answer `--out` writes would replace its records."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(data, dict) and data.get("kind") == KIND:
+        raise SetupError(f"{path} is a run file ({len(data.get('records') or [])} records); --out writes one "
+                         "record or answer and would replace them: give another path")
