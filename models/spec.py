@@ -450,7 +450,12 @@ class ModelSpec:
         return tuple(result)
 
     def consumers(self) -> dict[int, list[int]]:
-        """The layers that read each layer's output (and INPUT's), in order."""
+        """The layers that read each layer's output (and INPUT's), in order. Worked out once per spec, as `walk`: the
+        graph runner and the techniques ask for it per layer. Shared: read it, never change it."""
+        return self._readers
+
+    @cached_property
+    def _readers(self) -> dict[int, list[int]]:
         readers: dict[int, list[int]] = {INPUT: []} | {index: [] for index in range(len(self.layers))}
         for index in range(len(self.layers)):
             for source in self.layer_inputs(index):
