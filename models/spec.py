@@ -382,6 +382,8 @@ class ModelSpec:
             _positive(size, "input_shape entries")
         if len(self.input_shape) not in (1, 3):
             raise SpecError(f"input_shape must be (H, W, C) or (F,), got {self.input_shape}")
+        if any(isinstance(layer, Conv2D) for layer in self.layers):
+            _channels_last(self.input_shape)
         if not self.layers:
             raise SpecError("a spec needs at least one layer")
         if self.loss not in LOSSES:
@@ -535,7 +537,7 @@ class ModelSpec:
         return cls(
             name=str(data["name"]),
             input_shape=tuple(data["input_shape"]),
-            layers=tuple(_layer_from_dict(entry) for entry in entries),
+            layers=tuple(_layer_from_dict(entry, index) for index, entry in enumerate(entries)),
             loss=data["loss"],
             default_batch=data.get("default_batch", 1),
             description=str(data.get("description", "")),
@@ -616,15 +618,25 @@ def _layer_fields(layer: Layer) -> dict:
     return {f.name: getattr(layer, f.name) for f in fields(layer) if getattr(layer, f.name) != f.default}
 
 
+def _channels_last(shape: Shape) -> None:
+    """Images are height, width, channels; a channels-first [3, 32, 32] would otherwise run, silently, as a
+    3-pixel-high image of 32 channels. A first axis of 1, 3 or 4 (grey, RGB, RGBA) before a last one over 4 is
+    almost surely that."""
+    if len(shape) == 3 and shape[0] in (1, 3, 4) and shape[2] > 4:
+        raise SpecError(f"input_shape is height, width, channels (channels last); {list(shape)} looks channels-first: "
+                        f"give {[shape[1], shape[2], shape[0]]}")
+
+
 def _reject_unknown(data: dict, allowed: set[str], what: str) -> None:
     unknown = sorted(data.keys() - allowed)
     if unknown:
-        raise SpecError(f"unknown {what} key(s) {', '.join(unknown)}; valid: {', '.join(sorted(allowed))}")
+        raise SpecError(f"unknown {what} key(s) {', '.join(unknown)}; valid: {', '.join(sorted(allowed)) or 'none'}")
 
 
-def _layer_from_dict(entry: dict) -> Layer:
+def _layer_from_dict(entry: dict, index: int) -> Layer:
+    """One layer's options; an error names the layer: by its name, else its position (in the order it runs)."""
     cls = LAYER_TYPES.get(entry["type"])
-    where = f"layer {entry['name']!r}: " if "name" in entry else ""
+    where = f"layer {entry['name']!r}: " if "name" in entry else f"layer {index}: "
     if cls is None:
         raise SpecError(f"{where}unknown layer type {entry['type']!r}; valid: {', '.join(LAYER_TYPES)}")
     options = {key: value for key, value in entry.items() if key not in ("type", *NODE_KEYS)}

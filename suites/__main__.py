@@ -1,4 +1,5 @@
-"""Command line: `python -m suites run|models|estimate|bench|report ...`.
+"""Command line: `python -m suites COMMAND ...`, each command below with what it does (`python -m suites COMMAND
+--help`: its flags; docs/usage.md: all of them).
 
 Bad input is one line on stderr naming the valid choices, exit status 2, and nothing written.
 """
@@ -8,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -22,7 +25,7 @@ from models.spec import SpecError, load_spec_file
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
 from suites.report import readout
 from suites.run import device, executors, interrupts, runfile
-from suites.run.registry import SetupError, frameworks
+from suites.run.registry import SetupError, frameworks, interpreter
 
 USAGE_ERROR = 2
 MAX_BATCH = 2**31 - 1  # the largest batch any command takes (see _batch)
@@ -69,10 +72,10 @@ def _run(args: argparse.Namespace) -> int:
                                batch=args.batch, optimizer=args.optimizer, device=args.device,
                                allocator=args.allocator, cuda_module_loading=args.cuda_module_loading,
                                technique=args.technique, execution=args.execution)
+    interpreter(scenario.framework, device.resolve(scenario.device))  # no GPU, no environment: before --out is made
     _possible(scenario)
     if args.out:  # before measuring, not after: writable, not a run file, and not one a bench is writing
-        runfile.refuse_run_file(Path(args.out))
-        runfile.lock(Path(args.out))
+        _prepare_out(Path(args.out), runfile.lock)
     record = run_scenario(scenario, timeout=args.timeout)
     saved = bool(args.out) and _saved(args.out, record)
     if args.json or (args.out and not saved):
@@ -94,6 +97,16 @@ def _possible(scenario: Scenario) -> None:
     if total and least > total:
         raise SpecError(f"batch {scenario.batch}: its physical floor is {least / 2**30:,.1f} GiB, more than the "
                         f"{resolved}'s {total / 2**30:,.1f} GiB")
+
+
+def _prepare_out(path: Path, check: Callable[[Path], None]) -> None:
+    """--out, before measuring: not a run file, then `check` (writable; `run` also locks it), which makes the
+    folders it lacks: said in one line, so a mistyped path is seen."""
+    made = not path.parent.exists()
+    runfile.refuse_run_file(path)
+    check(path)
+    if made:
+        print(f"python -m suites: made folder {path.parent} for --out", file=sys.stderr)
 
 
 def _saved(path: str, data: dict) -> bool:
@@ -142,14 +155,15 @@ def _estimate(args: argparse.Namespace) -> int:
         gpu = args.gpu or nvml.visible_gpu_name()
         mismatch = constants.other_card(measured, gpu)
         if mismatch:
-            print(f"python -m suites estimate: warning: {mismatch}", file=sys.stderr)
+            print("\n".join(explain.wrap(f"python -m suites estimate: warning: {mismatch}")), file=sys.stderr)
         if memory is None and gpu and not args.gpu:  # the card here: its memory as NVML counts it
             memory = device.capacity(resolved)
     known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
     analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
                         args.technique, (known or {}).get("blas_workspace", 0))
-    print(explain.render(analytic, known, str(source.resolve().relative_to(constants.ROOT))
-                         if source.resolve().is_relative_to(constants.ROOT) else str(source), gpu, memory))
+    shown = (str(source.resolve().relative_to(constants.ROOT)) if source.resolve().is_relative_to(constants.ROOT)
+             else str(source))
+    print(explain.render(analytic, known, shown, gpu, memory, args.explain))
     return 0
 
 
@@ -171,13 +185,13 @@ def _fit(args: argparse.Namespace) -> int:
     first = ACCUMULATION_STEPS if args.technique == "accumulate" else 1
     scenario = Scenario.create(args.framework, args.model, args.model_file, kind=args.scenario, batch=first,
                                optimizer=args.optimizer, device=device.resolve(args.device), technique=args.technique)
+    interpreter(scenario.framework, scenario.device)  # no GPU, no environment: one line before the first probe
     if scenario.unavailable:
         raise SpecError(f"technique {args.technique}: {scenario.unavailable}")
     if args.max_batch < 1:
         raise SpecError(f"max-batch must be a positive integer, got {args.max_batch}")
     if args.out:
-        runfile.refuse_run_file(Path(args.out))
-        runfile.writable(Path(args.out))
+        _prepare_out(Path(args.out), runfile.writable)
     result = fit.find(scenario, budget, lambda probe: run_scenario(probe, timeout=args.timeout), args.max_batch)
     print(fit.describe(result))
     if args.out and not _saved(args.out, result):
@@ -235,8 +249,8 @@ def _compare(args: argparse.Namespace) -> int:
     found = compare.with_spread(found, by)
     threshold = args.threshold / 100
     print(compare.render(found, only_base, only_new, threshold, args.all))
-    code, line = compare.verdict(*runs[:2], found, threshold, spread_from)
-    print(line)
+    code, ending = compare.verdict(*runs[:2], found, threshold, spread_from)
+    print("\n".join(ending))
     return code
 
 
@@ -294,7 +308,7 @@ def parser() -> argparse.ArgumentParser:
     top = OneLineParser(prog="python -m suites", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    run = commands.add_parser("run", help="one scenario in a fresh worker; prints or writes its record")
+    run = commands.add_parser("run", help="one scenario in a fresh worker; prints its phases")
     run.add_argument("--framework", required=True, choices=frameworks())
     model = run.add_mutually_exclusive_group(required=True)
     model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
@@ -316,7 +330,7 @@ def parser() -> argparse.ArgumentParser:
 
     commands.add_parser("models", help="the catalogue with parameter counts").set_defaults(action=_models)
 
-    guess = commands.add_parser("estimate", help="what a scenario will hold per phase, from the spec alone")
+    guess = commands.add_parser("estimate", help="what a scenario will hold per phase, from its spec")
     model = guess.add_mutually_exclusive_group(required=True)
     model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
     model.add_argument("--model-file", help="a JSON spec file")
@@ -336,6 +350,9 @@ def parser() -> argparse.ArgumentParser:
                             "pool's share alone")
     guess.add_argument("--constants", help="a constants file or a run file whose probes give them (e.g. a local "
                                            "run, results/local/default-cpu.json); default: the published run's")
+    guess.add_argument("--explain", action="store_true",
+                       help="also list the rules of the framework asked about (the neutral ones without --framework), "
+                            "one a line, each with its reason")
     guess.set_defaults(action=_estimate)
 
     fits = commands.add_parser("fit", help="the largest batch within a memory budget, by bisection")
@@ -354,8 +371,7 @@ def parser() -> argparse.ArgumentParser:
     fits.add_argument("--out", help="also write the result and its probes as JSON here")
     fits.set_defaults(action=_fit)
 
-    bench = commands.add_parser("bench", help="run a suite, write results/local/<suite>-<device>.json (git ignores "
-                                              "it; FOOTPRINT_RESULTS to write elsewhere), plot and report")
+    bench = commands.add_parser("bench", help="run a suite: run file, report, plot in results/local/")
     bench.add_argument("--suite", default="default")
     bench.add_argument("--device", default="auto", choices=DEVICES)
     bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
@@ -373,7 +389,7 @@ def parser() -> argparse.ArgumentParser:
                                                             "this run's scenarios, keep the others)")
     bench.set_defaults(action=_bench)
 
-    versus = commands.add_parser("compare", help="two run files by scenario and phase; exit 1 if a peak grew")
+    versus = commands.add_parser("compare", help="two runs by scenario and phase: exit 1 if a peak grew")
     versus.add_argument("base")
     versus.add_argument("new")
     versus.add_argument("--threshold", type=float, default=5.0, help="percent a gated peak may grow (default 5)")
@@ -385,18 +401,15 @@ def parser() -> argparse.ArgumentParser:
                                                                     "store the spread between them in both")
     versus.set_defaults(action=_compare)
 
-    taken = commands.add_parser("constants", help="constants-<device>.json beside a run file, from its probes (a "
-                                                  "published run's are what `estimate` reads)")
+    taken = commands.add_parser("constants", help="the estimate's constants from a run file's probes")
     taken.add_argument("run_file")
     taken.set_defaults(action=_constants)
 
-    wrong = commands.add_parser("errors", help="the estimate's median and worst error per framework and view, each "
-                                               "run file read with today's rules and its own probes' constants")
+    wrong = commands.add_parser("errors", help="the estimate's median and worst error per framework")
     wrong.add_argument("run_files", nargs="+")
     wrong.set_defaults(action=_errors)
 
-    told = commands.add_parser("stories", help="docs/stories.md: the four user stories answered from the published "
-                                               "run files")
+    told = commands.add_parser("stories", help="docs/stories.md from the published run files")
     told.add_argument("--check", action="store_true", help="exit 1 where docs/stories.md differs from the runs")
     told.set_defaults(action=_stories)
 
@@ -417,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stop:  # the worker was killed where it was waited for; nothing measured is lost
         print(f"python -m suites: {stop or 'interrupted'}; the run is incomplete", file=sys.stderr)
         return interrupts.EXIT_CODE
+    except BrokenPipeError:  # the reader went away (`| head`): what was written is written; no traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from models.record import phase
 from models.scenario import PHASES, Scenario
 from suites.analysis import across_records
 from suites.bench.matrix import scenarios
+from suites.report import readout
 from suites.report.render import render
 from suites.run.registry import ROOT
 from suites.run.runfile import load
@@ -125,7 +126,7 @@ def test_a_partial_run_renders_what_exists_and_lists_what_is_missing(tmp_path: P
         path.write_text(json.dumps(run | {"records": records, "missing": [absent], "complete": False}))
         render(path)
         report = path.with_suffix(".md").read_text()
-        missing = Scenario.from_dict(absent).label
+        missing = readout.label(Scenario.from_dict(absent))
         assert "## Missing: 1 of the scenarios asked for have no record" in report and f"- {missing}" in report
     assert "| status | timeout |" in (tmp_path / "timeout.md").read_text()  # its section, with the status
 
@@ -171,3 +172,13 @@ def test_sweeps_draw_a_line_only_where_it_fits_and_name_the_steps(monkeypatch: p
     assert {b for m, b in swept if m == "keras-small"} == {10, 20, 30} and ("plain-8", 8) in swept
     done = run_cli("bench", "--suite", "sweeps", "--batches", "10,0")
     assert done.returncode == 2 and "--batches must be positive integers" in done.stderr
+
+
+@pytest.mark.parametrize("model", ["probe", "probe-deep"])
+def test_run_of_a_probe_prints_its_phase_table(model: str) -> None:
+    """The probes' records feed the constants: `run` of one measured, then crashed reading them (c3d4247: KeyError
+    'started_at', exit 1, no table)."""
+    done = run_cli("run", "--framework", "torch", "--model", model, "--device", "cpu")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert [line.split()[0] for line in done.stdout.splitlines()[2:7]] == ["import", "context", "build", "compile",
+                                                                          "train_step_1"], done.stdout

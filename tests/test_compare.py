@@ -1,6 +1,7 @@
 """`python -m suites compare` as a CI gate: two runs of the same code pass, a grown gated figure fails with a verdict
-line naming it, the CPU's run-to-run spread stored with a run decides which views are gated per framework, and two
-runs with nothing to gate fail (a gate that cannot fail)."""
+line naming it, the CPU's run-to-run spread stored with a run decides which views are gated per framework, two
+runs with nothing to gate fail (a gate that cannot fail), and the output a person reads is what the verdict rests on,
+each scenario named, every line bounded."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from models.record import atomic_write_json, phase
+from models.scenario import Scenario
 from suites.analysis import compare
+from suites.analysis.figures import MIB
 from suites.run.registry import ROOT
 from tests.conftest import run_cli
 
@@ -20,6 +23,7 @@ CPU = ROOT / "results" / "cpu-eb50ac8"
 BASE, SAME_CODE = CPU / "repeat" / "default-cpu.json", CPU / "default-cpu.json"  # two runs at eb50ac8, one machine
 GPU = ROOT / "results" / "h100-ec3adfa" / "default-cuda.json"
 OLDER = ROOT / "results" / "cpu-0cef803" / "default-cpu.json"  # the same scenarios, before the anonymous figure
+LATER_GPU = ROOT / "results" / "h100-c3d4247" / "default-cuda.json"  # GPU's and 10 noprealloc scenarios more
 
 
 def _verdict(done: subprocess.CompletedProcess) -> str:
@@ -53,8 +57,10 @@ def test_two_committed_runs_of_the_same_code_pass_either_way_round() -> None:
         done = run_cli("compare", str(base), str(new))
         verdict = _verdict(done)
         assert done.returncode == 0 and verdict.startswith("verdict: pass: no gated figure grew beyond 5 %"), verdict
-        assert "jax anonymous (repeats only within 11.2 %)" in verdict and "holds (the CPU's VmHWM" in verdict
-        assert f"spread stored in {base}" in verdict
+        notes = " ".join(line.strip() for line in done.stdout.splitlines()[1:-1])  # wrapped, above the verdict
+        assert "jax anonymous (repeats only within 11.2 %)" in notes and "holds (the CPU's VmHWM" in notes
+        assert f"spread stored in {base}" in notes
+        assert done.stdout.splitlines()[0].endswith("none of 212 gated figures grew")
 
 
 def test_the_stored_spread_is_what_store_spread_measures_and_adds_nothing_else(tmp_path: Path) -> None:
@@ -81,7 +87,8 @@ def test_a_gated_figure_grown_25_percent_fails_and_the_verdict_names_it(tmp_path
     done = run_cli("compare", str(BASE), str(new))
     verdict = _verdict(done)
     assert done.returncode == 1 and verdict.startswith("verdict: FAIL (exit 1): 1 gated figure grew beyond 5 %")
-    assert "torch resnet50 train train_step_2 anonymous +25." in verdict and "MiB)" in verdict, verdict
+    assert "torch resnet50 train b8 train_step_2 anonymous +25." in verdict and "MiB)" in verdict, verdict
+    assert "| torch resnet50 train b8 | train_step_2 | anonymous* |" in done.stdout  # the failing figure's row
 
 
 def test_a_move_within_the_views_spread_passes_one_beyond_it_fails(tmp_path: Path) -> None:
@@ -89,10 +96,10 @@ def test_a_move_within_the_views_spread_passes_one_beyond_it_fails(tmp_path: Pat
     of --repeat) is within the threshold plus that spread; +25 % is not."""
     moved = run_cli("compare", str(BASE), str(_grown(BASE, tmp_path / "a.json", "keras-jax", "probe-deep",
                                                      "train_step_2", 1.078)))
-    assert moved.returncode == 0 and "keras-jax anonymous" not in _verdict(moved), _verdict(moved)
+    assert moved.returncode == 0 and "keras-jax anonymous" not in moved.stdout, moved.stdout
     grown = run_cli("compare", str(BASE), str(_grown(BASE, tmp_path / "b.json", "keras-jax", "probe-deep",
                                                      "train_step_2", 1.25)))
-    assert grown.returncode == 1 and "keras-jax probe-deep train train_step_2 anonymous +25.0 %" in _verdict(grown)
+    assert grown.returncode == 1 and "keras-jax probe-deep train b1 train_step_2 anonymous +25.0 %" in _verdict(grown)
 
 
 def test_without_a_stored_spread_the_cpu_gate_says_so_and_gates_as_before(tmp_path: Path) -> None:
@@ -102,20 +109,21 @@ def test_without_a_stored_spread_the_cpu_gate_says_so_and_gates_as_before(tmp_pa
     new = _grown(BASE, tmp_path / "new.json", "torch", "resnet50", "train_step_2", 1.0, drop_spread=True)
     done = run_cli("compare", str(tmp_path / "base.json"), str(new))
     verdict = _verdict(done)
-    assert done.returncode == 1 and "no run-to-run spread" in verdict, verdict
-    assert "jax resnet50 train compile anonymous +11.2 % (982 -> 1,092 MiB)" in verdict
+    assert done.returncode == 1 and "no run-to-run spread" in done.stdout, done.stdout
+    assert verdict.startswith("verdict: FAIL (exit 1): 3 gated figures grew beyond 5 %: jax resnet50 train b8 "
+                              "compile anonymous +11.2 % (982 -> 1,092 MiB)"), verdict
     # --repeat measures the same spread on the fly: the two runs of one code pass again
     again = run_cli("compare", str(tmp_path / "base.json"), str(new), "--repeat", str(new))
-    assert again.returncode == 0 and "jax anonymous (repeats only within 11.2 %)" in _verdict(again)
+    assert again.returncode == 0 and "jax anonymous (repeats only within 11.2 %)" in again.stdout
 
 
 def test_a_gpu_run_gates_the_allocator_and_the_driver_view(tmp_path: Path) -> None:
     same = run_cli("compare", str(GPU), str(GPU))
     assert same.returncode == 0 and _verdict(same).startswith("verdict: pass: no gated figure grew beyond 5 % (")
-    assert "no run-to-run spread" not in _verdict(same)
+    assert "no run-to-run spread" not in same.stdout
     new = _grown(GPU, tmp_path / "new.json", "torch", "resnet50", "train_step_2", 1.25, reading="holds")
     done = run_cli("compare", str(GPU), str(new))
-    assert done.returncode == 1 and "torch resnet50 train train_step_2 holds +25.0 %" in _verdict(done), done.stdout
+    assert done.returncode == 1 and "torch resnet50 train b8 train_step_2 holds +25.0 %" in _verdict(done), done.stdout
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -146,13 +154,14 @@ def test_a_gate_with_nothing_to_gate_fails_and_says_why(tmp_path: Path) -> None:
     for base, new, why in ((probe, others, "the two runs share no scenario: the base run has 10 scenario records, "
                                            "the new run has 35 scenario records"),
                            (failed, SAME_CODE, "the 45 scenarios both runs have (0 ok in both) give no figure to gate"),
-                           (OLDER, SAME_CODE, "the 45 scenarios both runs have (45 ok in both) give no figure to gate "
-                                              "(not gated: holds (the CPU's VmHWM")):
+                           (OLDER, SAME_CODE, "the 45 scenarios both runs have (45 ok in both) give no figure to "
+                                              "gate")):
         done = run_cli("compare", str(base), str(new))
         verdict = _verdict(done)
         assert done.returncode == 1, verdict
-        assert verdict.startswith(f"verdict: FAIL (exit 1): nothing gated, a gate that cannot fail: {why}"), verdict
-    assert "keras-tensorflow needs (repeats only within 5.5 %); spread stored in" in verdict
+        assert verdict == f"verdict: FAIL (exit 1): nothing gated, a gate that cannot fail: {why}", verdict
+    assert ("not gated: holds (the CPU's VmHWM: its file-backed pages move between runs), keras-tensorflow needs "
+            "(repeats only within 5.5 %); spread stored in") in done.stdout
 
 
 def test_store_spread_of_runs_with_nothing_in_common_writes_nothing(tmp_path: Path) -> None:
@@ -164,3 +173,51 @@ def test_store_spread_of_runs_with_nothing_in_common_writes_nothing(tmp_path: Pa
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "no figure in common" in done.stderr and not done.stdout
     assert [path.read_bytes() for path in (probe, others)] == before
+
+
+def test_without_all_the_output_is_what_the_verdict_rests_on_and_every_line_is_bounded() -> None:
+    """The first hour: 35 "only in the base run" lines and 47 changes in views out of the gate, then `verdict: pass`.
+    Without --all: a line of counts and the failing gated figures, the scenarios only one run has counted; with it,
+    every change and each such scenario; either way no line past compare.WIDTH and the verdict last."""
+    for base, new, counts in ((OLDER, SAME_CODE, "none of 0 gated figures grew; 6 changes in ungated views: --all"),
+                              (GPU, LATER_GPU, "4 of 352 gated figures grew; 9 shrank, 17 changes in ungated views, "
+                                               "10 scenarios only in the new run: --all lists them")):
+        short, every = (run_cli("compare", str(base), str(new), *flag) for flag in ((), ("--all",)))
+        for done in short, every:
+            assert done.returncode == 1 and _verdict(done)
+            assert max(map(len, done.stdout.splitlines())) <= compare.WIDTH, done.stdout
+        assert counts in short.stdout and "only in the" not in short.stdout.replace(" only in the new run: --all", "")
+        assert len(short.stdout.splitlines()) <= 12 and len(every.stdout.splitlines()) > 300
+    assert every.stdout.count("\nonly in the new run: ") == 10
+    assert "\nonly in the new run: jax resnet50 train b8 noprealloc\n" in every.stdout
+    # the failing figures all in the table, the verdict naming what fits and counting the rest
+    assert short.stdout.count("| context | holds* |") == 3
+    assert _verdict(short) == ("verdict: FAIL (exit 1): 4 gated figures grew beyond 5 %: keras-torch probe infer b1 "
+                               "context holds +1525.0 % (32.0 -> 520 MiB) and 3 more (352 figures gated)")
+
+
+def test_each_row_of_the_per_phase_table_names_its_scenario() -> None:
+    """It gave one row per phase, each cell the largest move of some scenario the reader could not tell."""
+    done = run_cli("compare", str(GPU), str(LATER_GPU), "--all")
+    table = done.stdout.split("\n\n")[1].splitlines()[2:]
+    assert done.stdout.startswith("Largest change per phase and figure over 36 scenarios both runs have (* gated):")
+    assert len(table) == 20 and "| keras-torch probe infer b1 | context | holds* | 32.0 | 520.0 | +1525.0% | - |" \
+        in table
+    assert "| keras-jax resnet50 train b8 | train_step_1 | anonymous | 3,101.1 | 2,698.9 | -13.0% | - |" in table
+    noprealloc = Scenario(framework="jax", model="resnet50", kind="train", batch=8, allocator="noprealloc")
+    assert compare.name(noprealloc) == "jax resnet50 train b8 noprealloc"
+
+
+def test_the_verdict_names_the_failing_figures_that_fit_and_counts_the_rest() -> None:
+    """Three failing figures named and the notes in it made a verdict of 300 characters and more; it stays one line
+    within compare.WIDTH, naming what fits (the table above lists them all) and counting the rest."""
+    run = {"device": "cpu", "records": []}
+    for scenario, ends in (("t", ", t18 p needs +48.0 % (100 -> 148 MiB) and 18 more (20 figures gated)"),
+                           ("torch resnet50 train b", "+49.0 % (100 -> 149 MiB) and 19 more (20 figures gated)")):
+        found = [compare.Change(f"{scenario}{i}", "p", "needs", 100 * MIB, (130 + i) * MIB, True, "torch")
+                 for i in range(20)]
+        code, ending = compare.verdict(run, run, found, 0.05, None)
+        assert code == 1 and max(map(len, ending)) <= compare.WIDTH and ending[-1].endswith(ends), ending
+        assert ending[-1].startswith(f"verdict: FAIL (exit 1): 20 gated figures grew beyond 5 %: {scenario}19 p ")
+        assert ending[0].startswith("no run-to-run spread") and len(ending) == 2  # the note above the verdict
+        assert compare.render(found, [], [], 0.05).count("| p | needs* |") == 20

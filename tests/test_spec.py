@@ -76,6 +76,32 @@ def test_bad_specs_fail_in_one_line(data: dict, message: str) -> None:
     assert "\n" not in str(caught.value)
 
 
+def test_an_unknown_key_names_its_layer_and_the_valid_keys() -> None:
+    """The message alone must say where the mistake is and what to write instead, even for a layer with no options."""
+    layers = [{"type": "conv2d", "filters": 2}, {"type": "flatten", "name": "flat", "rate": 0.5},
+              {"type": "dense", "units": 1}]
+    with pytest.raises(SpecError) as caught:
+        ModelSpec.from_dict({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": layers})
+    assert str(caught.value) == "layer 'flat': unknown flatten key(s) rate; valid: none"
+    layers = [{"type": "conv2d", "filters": 2, "kernal": 3}]
+    with pytest.raises(SpecError) as caught:
+        ModelSpec.from_dict({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": layers})
+    assert str(caught.value) == ("layer 0: unknown conv2d key(s) kernal; valid: bias, filters, groups, kernel, "
+                                 "padding, stride")
+
+
+def test_a_channels_first_image_is_refused_in_one_line() -> None:
+    """[3, 32, 32] would otherwise run as a 3-pixel-high image of 32 channels, measuring another net."""
+    spec = {"name": "x", "input_shape": [3, 32, 32], "loss": "mse",
+            "layers": [{"type": "conv2d", "filters": 2}, {"type": "flatten"}, {"type": "dense", "units": 1}]}
+    with pytest.raises(SpecError) as caught:
+        ModelSpec.from_dict(spec)
+    assert str(caught.value) == ("input_shape is height, width, channels (channels last); [3, 32, 32] looks "
+                                 "channels-first: give [32, 32, 3]")
+    assert ModelSpec.from_dict(spec | {"input_shape": [32, 32, 3]}).output_shape == (1,)
+    dense_only = {"name": "x", "input_shape": [3, 32, 32], "loss": "mse", "layers": [{"type": "flatten"}]}
+    assert ModelSpec.from_dict(dense_only).output_shape == (3072,)  # no conv: the axes' order means nothing
+
 def test_shapes_follow_the_layers() -> None:
     spec = ModelSpec("t", (12, 12, 3), (Conv2D(4, stride=2), MaxPool2D(3, stride=1), Flatten(), Dense(5)), "mse")
     assert [s.output_shape for s in spec.walk()] == [(6, 6, 4), (4, 4, 4), (64,), (5,)]

@@ -19,6 +19,10 @@ A gate that gates nothing cannot fail, so it fails: where no figure is gated, be
 (a fit run against a default run, two runs of different models), because none they share is `ok` in both with a
 figure both measured, or because every view they both have is out of the gate (an older run without the sampled
 anonymous memory, a view whose spread exceeds the threshold), the verdict is FAIL and says which.
+
+The output is read by a person before a CI log: it lists only what the verdict rests on (the gated figures that
+grew, else one line of counts) unless `--all`, names each scenario in a few words, keeps every line within
+WIDTH characters and ends with the verdict.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import textwrap
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -37,7 +42,7 @@ from suites.analysis.figures import MIB, driver_peak, mib, need
 from suites.run.runfile import identity
 
 SPREAD_FIELD = "repeat_spread"
-NAMED = 3  # failing figures the verdict names before it counts the rest
+WIDTH = 200  # the longest line compare prints (a table row aside): the verdict names failing figures up to it
 Spread = dict[str, dict[str, float]]  # framework -> view -> largest relative move between two runs of one code
 
 
@@ -61,14 +66,13 @@ UNGATED = {(True, "holds"): "the CPU's VmHWM: its file-backed pages move between
 
 @dataclass(frozen=True)
 class Change:
-    scenario: str
+    scenario: str  # in a few words (`name`), so a table row or the verdict says which scenario moved
     phase: str
     figure: str
     base: int
     new: int
     gated: bool  # by the device's rule (FIGURES); a measured spread may still take it out of the gate
     framework: str = ""
-    name: str = ""  # the scenario in a few words, for the verdict
     spread: float | None = None  # how far this view moves for this framework between two runs of the same code
 
     @property
@@ -122,6 +126,14 @@ def with_spread(found: list[Change], by: Spread) -> list[Change]:
     return [replace(c, spread=by.get(c.framework, {}).get(c.figure)) for c in found]
 
 
+def name(scenario: Scenario) -> str:
+    """A scenario in a few words a reader tells apart: framework, model, kind, batch and each setting not at its
+    default (the full label repeats the defaults and runs past a line)."""
+    framework, *extras = scenario.variant_parts
+    batch = f"b{scenario.batch}"
+    return " ".join([framework, scenario.model, scenario.kind, batch, *(extra for extra in extras if extra != batch)])
+
+
 def changes(base: dict, new: dict) -> tuple[list[Change], list[str], list[str]]:
     """Every figure both runs have for a scenario they share, and the scenarios only one of them has."""
     earlier = {identity(record["scenario"]): record for record in base["records"] if record["status"] == "ok"}
@@ -132,16 +144,14 @@ def changes(base: dict, new: dict) -> tuple[list[Change], list[str], list[str]]:
             continue
         matched.add(key)
         scenario, cpu = Scenario.from_dict(record["scenario"]), record["scenario"]["device"] != "cuda"
-        framework, *extras = scenario.variant_parts
-        name = " ".join([framework, scenario.model, scenario.kind, *extras])
         for phase_name in scenario.phases:
             for figure, (reading, on_cpu, on_gpu) in FIGURES.items():
                 before, after = reading(earlier[key], phase_name), reading(record, phase_name)
                 if before is not None and after is not None:
-                    found.append(Change(scenario.label, phase_name, figure, before, after, on_cpu if cpu else on_gpu,
-                                        framework, name))
-    only_base = [Scenario.from_dict(r["scenario"]).label for k, r in earlier.items() if k not in matched]
-    only_new = [Scenario.from_dict(r["scenario"]).label for r in new["records"]
+                    found.append(Change(name(scenario), phase_name, figure, before, after, on_cpu if cpu else on_gpu,
+                                        scenario.framework))
+    only_base = [name(Scenario.from_dict(r["scenario"])) for k, r in earlier.items() if k not in matched]
+    only_new = [name(Scenario.from_dict(r["scenario"])) for r in new["records"]
                 if r["status"] == "ok" and identity(r["scenario"]) not in matched]
     return found, only_base, only_new
 
@@ -164,42 +174,49 @@ def differences(base: dict, new: dict) -> list[str]:
     return found
 
 
+def _table(rows: list[Change], threshold: float) -> list[str]:
+    """Changes as a Markdown table, each row naming its scenario (figures in the gate marked *)."""
+    return ["", "| scenario | phase | figure | base MiB | new MiB | change | spread |",
+            "|---|---|---|---:|---:|---:|---:|",
+            *(f"| {c.scenario} | {c.phase} | {c.figure}{'*' if c.counts(threshold) else ''} | {c.base / MIB:,.1f} | "
+              f"{c.new / MIB:,.1f} | {c.relative:+.1%} | {'-' if c.spread is None else f'{c.spread:.1%}'} |"
+              for c in rows), ""]
+
+
 def render(found: list[Change], only_base: list[str], only_new: list[str], threshold: float,
            every: bool = False) -> str:
-    """The largest move per phase and figure (figures gated for some framework marked *), then each change past
-    the threshold (every change with `every`)."""
-    figures = list(FIGURES)
-    phases = list(dict.fromkeys(change.phase for change in found))
-    gated = {c.figure for c in found if c.counts(threshold)}
-    lines = [f"Largest change per phase over {len({c.scenario for c in found})} scenarios both runs have "
-             "(* gated):", "", "| phase | " + " | ".join(f + ("*" if f in gated else "") for f in figures) + " |",
-             "|---" + "|---:" * len(figures) + "|"]
-    for name in phases:
-        cells = []
-        for figure in figures:
-            moves = [c.relative for c in found if c.phase == name and c.figure == figure]
-            cells.append(f"{max(moves, key=abs):+.1%}" if moves else "-")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    shown = [c for c in found if every or c.beyond(threshold)]
-    spread = any(c.spread is not None for c in found)
-    lines += ["", f"{'Every change' if every else f'Changes beyond {threshold:.1%}'}"
-              + (" and beyond the run-to-run spread" if spread and not every else "") + f": {len(shown) or 'none'}"]
-    if shown:
-        lines += ["", "| scenario | phase | figure | base MiB | new MiB | change | spread |",
-                  "|---|---|---|---:|---:|---:|---:|"]
-        lines += [f"| {c.scenario} | {c.phase} | {c.figure}{'*' if c.counts(threshold) else ''} | "
-                  f"{c.base / MIB:,.1f} | {c.new / MIB:,.1f} | {c.relative:+.1%} | "
-                  f"{'-' if c.spread is None else f'{c.spread:.1%}'} |"
-                  for c in sorted(shown, key=lambda c: -abs(c.relative))]
+    """What the verdict rests on: a line of counts and the gated figures that grew past the threshold. With `every`,
+    all of it: the largest move per phase and figure, every change and the scenarios only one run has."""
+    if not every:
+        failed, gated = grew(found, threshold), sum(c.counts(threshold) for c in found)
+        shrank = sum(c.counts(threshold) and c.relative < 0 and c.beyond(threshold) for c in found)
+        loose = sum(not c.counts(threshold) and c.beyond(threshold) for c in found)
+        rest = ([f"{shrank} shrank"] if shrank else []) + ([f"{loose} changes in ungated views"] if loose else [])
+        rest += [f"{len(only)} scenarios only in the {which} run" for only, which in ((only_base, "base"),
+                                                                                     (only_new, "new")) if only]
+        spread = " and beyond the run-to-run spread" if any(c.spread is not None for c in found) else ""
+        summary = (f"Changes beyond {threshold:.1%}{spread}: {len(failed) or 'none'} of {gated} gated figures grew"
+                   + (f"; {', '.join(rest)}: --all lists them" if rest else ""))
+        return "\n".join([*_wrapped(summary), *(_table(failed, threshold) if failed else [])])
+    largest = [max(moves, key=lambda c: abs(c.relative)) for at in dict.fromkeys(c.phase for c in found)
+               for figure in FIGURES if (moves := [c for c in found if c.phase == at and c.figure == figure])]
+    lines = [f"Largest change per phase and figure over {len({c.scenario for c in found})} scenarios both runs have "
+             "(* gated):", *_table(largest, threshold), f"Every change: {len(found) or 'none'}"]
+    lines += _table(sorted(found, key=lambda c: -abs(c.relative)), threshold) if found else []
     lines += [f"only in the base run: {label}" for label in only_base]
     lines += [f"only in the new run: {label}" for label in only_new]
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip()
 
 
 def grew(found: list[Change], threshold: float) -> list[Change]:
     """The gated figures that grew past the threshold (and their view's spread), the largest growth first."""
     return sorted((c for c in found if c.counts(threshold) and c.relative > 0 and c.beyond(threshold)),
                   key=lambda c: -c.relative)
+
+
+def _wrapped(text: str) -> list[str]:
+    """A line of prose within WIDTH characters, continued on indented lines (a path is never split)."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
 
 def _percent(fraction: float) -> str:
@@ -210,7 +227,7 @@ def _held(run: dict, which: str) -> str:
     """How many scenarios a run has records of, and the fit answers it holds, which compare does not read."""
     fits = len(run.get("fits", []))
     return (f"{which} has {len(run['records'])} scenario records"
-            + (f" (and {fits} fit answers, which compare does not read)" if fits else ""))
+            + (f" (and {fits} fit answers, not read)" if fits else ""))
 
 
 def nothing_gated(base: dict, new: dict) -> str:
@@ -223,10 +240,12 @@ def nothing_gated(base: dict, new: dict) -> str:
     return f"the {len(shared)} scenarios both runs have ({ok} ok in both) give no figure to gate"
 
 
-def verdict(base: dict, new: dict, found: list[Change], threshold: float, spread_from: str | None) -> tuple[int, str]:
-    """The exit status and the one line a CI log ends with: pass, or FAIL with each failing figure (the first few,
-    then a count) with its growth and bytes, how many figures were gated, and which views were not and why; FAIL
-    too where nothing was gated, saying why (a gate that cannot fail)."""
+def verdict(base: dict, new: dict, found: list[Change], threshold: float,
+            spread_from: str | None) -> tuple[int, list[str]]:
+    """The exit status and the lines compare ends with: which views are not gated and why, and where the spread
+    comes from, then the verdict, the one line a CI log ends with, within WIDTH: pass, or FAIL naming the failing
+    figures that fit (growth and bytes; the table above lists them all) then a count, with how many figures were
+    gated; FAIL too where nothing was gated, saying why (a gate that cannot fail)."""
     failed, cpu = grew(found, threshold), base["device"] != "cuda"
     bar = f"{threshold * 100:g} %" + (" plus its view's run-to-run spread" if spread_from else "")
     ungated = [f"{figure} ({why})" for (on_cpu, figure), why in UNGATED.items()
@@ -238,20 +257,25 @@ def verdict(base: dict, new: dict, found: list[Change], threshold: float, spread
     ungated += [f"{framework} {figure} (repeats only within {_percent(moved)})"
                 for (framework, figure), moved in sorted(loose.items())]
     gated = sum(c.counts(threshold) for c in found)
-    notes = [f"{gated} figures gated"] if gated else []
-    notes += [f"not gated: {', '.join(ungated)}"] if ungated else []
+    notes = [f"not gated: {', '.join(ungated)}"] if ungated else []
     if spread_from and found:
         notes.append(f"spread {spread_from}")
     elif cpu and gated:
         notes.append("no run-to-run spread (neither run stores one, no --repeat; `compare RUN REPEAT "
                      "--store-spread` stores one): every framework's anonymous and allocator figures gated")
+    lines = _wrapped("; ".join(notes))
     if not gated:
-        return 1, (f"verdict: FAIL (exit 1): nothing gated, a gate that cannot fail: {nothing_gated(base, new)}"
-                   + (f" ({'; '.join(notes)})" if notes else ""))
+        return 1, [*lines, f"verdict: FAIL (exit 1): nothing gated, a gate that cannot fail: "
+                           f"{nothing_gated(base, new)}"]
     if not failed:
-        return 0, f"verdict: pass: no gated figure grew beyond {bar} ({'; '.join(notes)})"
-    named = [f"{c.name} {c.phase} {c.figure} {c.relative * 100:+.1f} % ({mib(c.base)} -> {mib(c.new)} MiB)"
-             for c in failed[:NAMED]]
-    more = f" and {len(failed) - NAMED} more" if len(failed) > NAMED else ""
-    return 1, (f"verdict: FAIL (exit 1): {len(failed)} gated figure{'s' * (len(failed) != 1)} grew beyond {bar}: "
-               f"{', '.join(named)}{more} ({'; '.join(notes)})")
+        return 0, [*lines, f"verdict: pass: no gated figure grew beyond {bar} ({gated} figures gated)"]
+    head = f"verdict: FAIL (exit 1): {len(failed)} gated figure{'s' * (len(failed) != 1)} grew beyond {bar}: "
+    tail, named = f" ({gated} figures gated)", []
+    for c in failed:  # the first always; each further one while the line, with its count of the rest, fits
+        more = len(failed) - len(named) - 1
+        figure = f"{c.scenario} {c.phase} {c.figure} {c.relative * 100:+.1f} % ({mib(c.base)} -> {mib(c.new)} MiB)"
+        if named and len(head + ", ".join([*named, figure]) + (f" and {more} more" if more else "") + tail) > WIDTH:
+            break
+        named.append(figure)
+    more = f" and {len(failed) - len(named)} more" if len(failed) > len(named) else ""
+    return 1, [*lines, f"{head}{', '.join(named)}{more}{tail}"]

@@ -191,7 +191,7 @@ def load(resolved_device: str, source: Path | None = None) -> dict | None:
     if isinstance(data, dict) and (data.get("kind"), data.get("schema_version")) == (KIND, SCHEMA_VERSION):
         return data
     try:
-        return of_run(runfile.read_run(data))[0]
+        return of_run(runfile.read(data))[0]
     except ValueError:  # neither a constants file nor a run file
         return None
 

@@ -36,6 +36,44 @@ def _mib(value: int) -> str:
     return f"{value / MIB:,.1f} MiB"
 
 
+def wrap(text: str, indent: str = "") -> list[str]:
+    """A sentence as lines a terminal shows whole: at most WIDTH characters (a word longer than that, such as a path,
+    stays whole), continuations indented."""
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
+def _rules(why: str) -> list[str]:
+    """A framework's rules, one a line: its reasons are one text whose rules `;` separates (a `;` inside parentheses
+    belongs to its rule)."""
+    found, depth, start = [], 0, 0
+    for index, char in enumerate(why):
+        depth += (char == "(") - (char == ")")
+        if depth == 0 and why.startswith("; ", index):
+            found.append(why[start:index])
+            start = index + 2
+    return [line for rule in [*found, why[start:]] for line in wrap(f"- {rule}", "  ")]
+
+
+def _floor(analytic: Estimate) -> str:
+    """The physical floor, and why it leaves out gradients and saved activations, in the terms of the framework asked
+    about: the floor is every framework's, the reason what the named one does (neutral where none is)."""
+    kept = "the largest input and output of one conv, dense or pooling layer"
+    if analytic.kind != "train":
+        return f"physical floor: {_mib(analytic.floor)} (weights, the batch and {kept})"
+    batch = ("one micro-batch with its targets and the gradients' sum" if analytic.technique == "accumulate"
+             else "the batch with its targets")
+    streaming = "runs each update as soon as its gradient exists"
+    if analytic.rules == "neutral":
+        gradients = f"a framework that {streaming} holds a few"
+    elif analytic.device in RULES[analytic.rules].streams_on:
+        gradients = f"{analytic.framework} on {analytic.device} {streaming}: a few are live at once"
+    else:
+        gradients = f"{analytic.framework} keeps them all until the update; a framework that {streaming} holds a few"
+    return (f"physical floor: {_mib(analytic.floor)} (weights, optimizer state, {batch} and {kept}); left out: the "
+            f"other gradients ({gradients}) and the saved activations (recomputed, they need not be kept)")
+
+
 def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu: str | None,
                 gpu_memory: int | None) -> list[str]:
     """A framework that maps a pool when the device starts, in the report headline's three figures: what it takes by
@@ -64,27 +102,27 @@ def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu:
             + ", ".join(f"{name}={value}" for name, value in modes[off].env.items()) + ")",
             f"needs: {_mib(peak - (known['context'] or 0))} at {peak_name}: its tensors and the runtime overhead its "
             f"allocator holds, the total less the context"]
-    return [line for text in said for line in textwrap.wrap(text, WIDTH, subsequent_indent="  ",
-                                                            break_long_words=False, break_on_hyphens=False)]
+    return [line for text in said for line in wrap(text)]
 
 
 def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None = None,
-           gpu_memory: int | None = None) -> str:
+           gpu_memory: int | None = None, explain: bool = False) -> str:
     """The categories per phase in MiB, the measured constants (labelled) and the total; for a framework that maps a
     pool when the device starts, the pool on a line of its own, sized for the card `gpu` of `gpu_memory` bytes (the
-    constants' card where None) and never in the total."""
+    constants' card where None) and never in the total. Every line fits a terminal (WIDTH); the rules' reasons, two
+    thousand characters, only with `explain`, one rule a line."""
     size = DTYPES[analytic.dtype]
     phases = [p for p in analytic.phases if p.items]
     weights = analytic.param_count * size
     hand = analytic.activation_values_per_example
     lines = [
-        f"{analytic.model}: {analytic.param_count:,} parameters, {weights:,} bytes of {analytic.dtype} weights "
-        f"({weights / 1e6:,.1f} MB)",
-        f"scenario: {analytic.kind}, batch {analytic.batch}, {analytic.optimizer if analytic.kind == 'train' else 'no'}"
-        f" optimizer, {analytic.dtype}, {analytic.device}; framework: {analytic.framework}; technique: "
-        f"{analytic.technique}",
-        f"hand count: {hand:,} activation values per example (the input and every layer's output, ReLU in place)"
-        f" = {hand * size / 1e6:,.1f} MB per example forward",
+        *wrap(f"{analytic.model}: {analytic.param_count:,} parameters, {weights:,} bytes of {analytic.dtype} weights "
+              f"({weights / 1e6:,.1f} MB)"),
+        *wrap(f"scenario: {analytic.kind}, batch {analytic.batch}, "
+              f"{analytic.optimizer if analytic.kind == 'train' else 'no'} optimizer, {analytic.dtype}, "
+              f"{analytic.device}; framework: {analytic.framework}; technique: {analytic.technique}"),
+        *wrap(f"hand count: {hand:,} activation values per example = {hand * size / 1e6:,.1f} MB per example "
+              f"forward (the input and every layer's output, ReLU in place)"),
         "",
         f"{'MiB at the peak of each phase':<38}" + "".join(f"{p.name:>14}" for p in phases),
     ]
@@ -105,29 +143,24 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
         peak_name, peak = max(zip((p.name for p in phases), totals, strict=True), key=lambda pair: pair[1])
         overhead = constants.overhead(known, peak_name, view, analytic.layers) or 0
         said = _mib(overhead) + (", its allocator's: a pool fills the probe's driver figures" if pooled else "")
-        lines += ["", f"total at the peak ({peak_name}): {peak / MIB:,.1f} MiB"
-                  + (", the pool left out" if pooled else "")
-                  + f"; its {named} ({'not known' if context is None else _mib(context)}) and runtime overhead "
-                  f"({said}) are measured constants from {source}"
-                  f" (the probe model on {known.get('measured_on', 'an unrecorded machine')}, "
-                  f"{', '.join(f'{k} {v}' for k, v in known.get('versions', {}).items()) or 'versions unrecorded'}; "
-                  f"commit {known['git_commit']}, {known['measured_at']}"
-                  + (f"; with the depth probe's cost per layer for {analytic.layers} layers"
-                     if known.get("per_layer") else "; no depth probe: nothing per layer") + ")"]
+        versions = ", ".join(f"{k} {v}" for k, v in known.get("versions", {}).items()) or "versions unrecorded"
+        lines += ["", *wrap(f"total at the peak ({peak_name}): {peak / MIB:,.1f} MiB"
+                            + (", the pool left out" if pooled else "")
+                            + f"; its {named} ({'not known' if context is None else _mib(context)}) and runtime "
+                            f"overhead ({said}) are measured constants from {source}"),
+                  *wrap(f"(the probe model on {known.get('measured_on', 'an unrecorded machine')}, {versions}; "
+                        f"commit {known['git_commit']}, {known['measured_at']}"
+                        + (f"; with the depth probe's cost per layer for {analytic.layers} layers"
+                           if known.get("per_layer") else "; no depth probe: nothing per layer") + ")", "  ")]
         lines += _pool_lines(analytic, known, peak_name, peak, gpu, gpu_memory) if pooled else []
     else:
         peak_name = analytic.peak.name
         lines += ["", f"total at the peak ({analytic.peak.name}): {analytic.peak.total / MIB:,.1f} MiB of tensors;",
-                  "context and runtime overhead not included: " + (
+                  *wrap("context and runtime overhead not included: " + (
                       f"no probe of {analytic.framework} ({analytic.kind}) on {analytic.device} in {source}"
-                      if analytic.framework != "any" else "name a --framework to add its measured constants")]
-    peak_phase = analytic.phase(peak_name)
-    lines += [f"at the peak: {peak_phase.moment}",
-              f"physical floor: {analytic.floor / MIB:,.1f} MiB (weights, "
-              + ("optimizer state, the batch with its targets (a micro-batch's when accumulating, with the "
-                 "gradients' sum) and the largest input and output of one conv, dense or pooling layer; no other "
-                 "gradient or saved activation: XLA fuses each update into the backward pass and recomputation "
-                 "keeps as little as it likes)" if analytic.kind == "train"
-                 else "the batch and the largest input and output of one conv, dense or pooling layer)"),
-              f"rules ({analytic.rules}): {RULES[analytic.rules].why}"]
+                      if analytic.framework != "any" else "name a --framework to add its measured constants"))]
+    lines += [*wrap(f"at the peak: {analytic.phase(peak_name).moment}"), *wrap(_floor(analytic))]
+    lines += ([f"rules ({analytic.rules}), one a line, each with its reason:", *_rules(RULES[analytic.rules].why)]
+              if explain else [f"rules: {analytic.rules} (what each layer keeps, and when memory is taken); --explain "
+                               f"lists them with their reasons"])
     return "\n".join(lines)

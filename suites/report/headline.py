@@ -19,7 +19,7 @@ from models.scenario import Scenario
 from suites.analysis import figures
 from suites.analysis.constants import PROBES
 from suites.analysis.figures import MIB, driver_peak, highest, mib, need
-from suites.report import plots
+from suites.report import plots, summary
 
 NAMED = 3  # the parts a sentence names one by one; the rest are "other parts"
 
@@ -86,7 +86,14 @@ def _at(found: tuple[int, str] | None) -> str:
     return "-" if found is None else f"{mib(found[0])} ({found[1]})"
 
 
-def _cells(row: Row) -> str:
+HEADERS = ("framework", "takes by default", "holds without a pool", "needs", "floor", "needs / floor",
+           "estimate error", "status")
+# On the CPU no framework maps a pool: the process's figure is VmHWM, and the anonymous memory comes first, ranked.
+CPU_HEADERS = ("framework", "anonymous", "holds (VmHWM)", "holds without a pool", *HEADERS[3:])
+
+
+def _cells(row: Row, cpu: bool) -> list[str]:
+    """A row's cells, as HEADERS (CPU_HEADERS where `cpu`) name them."""
     record = row.record
     held = _held(record)
     takes = _at(held) + (", a pool" if held and row.pooled else "")
@@ -101,8 +108,27 @@ def _cells(row: Row) -> str:
              if held else None)
     status = _status(record) + (f"; without the pool {_status(row.without_pool)}"
                                 if row.pooled and row.without_pool and row.without_pool["status"] != "ok" else "")
-    return (f"| {plots.variant(record)} | {takes} | {without} | {_at(needs)} | {mib(floor.get('bytes'))} | {ratio} | "
-            f"{'-' if error is None else f'{error:+.0%}'} | {status} |")
+    return [plots.variant(record), *([_at(summary.anonymous(record))] if cpu else []), takes, without, _at(needs),
+            mib(floor.get("bytes")), ratio, "-" if error is None else f"{error:+.0%}", status]
+
+
+def _table(found: list[Row], cpu: bool) -> list[str]:
+    """The rows under their headers, less the columns with nothing to say (summary.kept: on the CPU also those equal
+    to another); on the CPU the lowest anonymous figure of the runs that finished marked, as the summary marks it."""
+    headers = CPU_HEADERS if cpu else HEADERS
+    cells = [_cells(row, cpu) for row in found]
+    if cpu:
+        lowest = min((summary.anonymous(row.record) for row in found if row.record["status"] == "ok"
+                      and summary.anonymous(row.record)), default=None)
+        cells = [[cell + (summary.LOWEST if index == 1 and lowest and cell == _at(lowest) else "")
+                  for index, cell in enumerate(row)] for row in cells]
+    keep = summary.kept(list(zip(*cells, strict=True)) if cells else [[] for _ in headers], alike=cpu)
+    keep[0] = keep[-1] = True  # the framework and the status, whatever they say
+    shown = [index for index, kept in enumerate(keep) if kept]
+    align = {0: "---", len(headers) - 1: "---"}
+    return ["| " + " | ".join(headers[index] for index in shown) + " |",
+            "|" + "|".join(align.get(index, "---:") for index in shown) + "|",
+            *("| " + " | ".join(row[index] for index in shown) + " |" for row in cells)]
 
 
 def drawn(record: dict) -> tuple[str, dict[str, int]] | None:
@@ -163,12 +189,19 @@ def section(run: dict) -> list[str]:
              "is summed up by (driver's view) and the status. MiB. Below the table, for the frameworks' default "
              "runs alike but for the framework (a pooled one by its pool-off run), the parts that make the "
              "difference between the one holding most and the one holding least, signed, summing to it.", ""]
+    cpu = all(record["scenario"]["device"] != "cuda" for record in run["records"])
+    if cpu:
+        sampled = any(summary.anonymous(record) for record in run["records"])
+        lines += ["On the CPU no framework maps a pool, and host RSS (VmHWM) counts file-backed pages (shared "
+                  "libraries, the page cache) that move between runs: "
+                  + ("the first figure is the process's **anonymous** resident memory at its highest phase (sampled), "
+                     "the one that repeats run to run and that `compare` gates, and the lowest of the runs that "
+                     f"finished is marked {summary.LOWEST}." if sampled else
+                     "this run was written before the anonymous memory, the figure that repeats, was sampled.")
+                  + " A column with no figure, or the same as another in every row, is left out.", ""]
     for (model, kind), records in groups.items():
         found = rows(records)
-        lines += [f"**{model}, {kind}** (batch {records[0]['scenario']['batch']})", "",
-                  "| framework | takes by default | holds without a pool | needs | floor | needs / floor | "
-                  "estimate error | status |",
-                  "|---|---:|---:|---:|---:|---:|---:|---|", *(_cells(row) for row in found)]
+        lines += [f"**{model}, {kind}** (batch {records[0]['scenario']['batch']})", "", *_table(found, cpu)]
         said = sentences(found)
         lines += ["", *said, ""] if said else [""]
     return lines

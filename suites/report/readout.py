@@ -5,37 +5,65 @@ The JSON record stays the source (`run --json`, `--out`, the run file); these on
 
 from __future__ import annotations
 
+from models import executions
 from models.record import phase
 from models.scenario import Scenario
+from suites.analysis import figures
+from suites.analysis.explain import wrap
 from suites.analysis.figures import driver_peak, mib, need, peaks
 
 
-def _error(record: dict, name: str) -> str:
-    figures = record.get("comparison", {}).get(name, {}).get("driver", {})
-    return "-" if figures.get("relative_error") is None else f"{figures['relative_error']:+.1%}"
+def _modelled(scenario: Scenario) -> bool:
+    """Whether the rules model the scenario's execution: its framework's default (what the constants' probes ran),
+    or the mode Keras's default becomes on its device; compiled or op-by-op code otherwise is not modelled."""
+    return scenario.execution_mode in (executions.resolve(scenario.framework, executions.DEFAULT),
+                                       executions.auto_means(scenario.framework, scenario.device))
+
+
+def label(scenario: Scenario) -> str:
+    """The scenario's label as a person reads it: an inference scenario has no optimizer (Scenario.label keeps the
+    unused field, since stores and comparisons key on it)."""
+    if scenario.kind == "train":
+        return scenario.label
+    return scenario.label.replace(f" b{scenario.batch} {scenario.optimizer} ", f" b{scenario.batch} ", 1)
 
 
 def phase_table(record: dict) -> str:
-    """Per phase: what the process held, what the model needed, the estimate's error (driver's view), seconds."""
+    """Per phase: what the process held, what the model needed, how far that rose above the context phase (the
+    driver's view), the estimate of that rise and its error, seconds; then what each column is, and where the
+    error is not the rules' (a mode they do not model, a pool that fills the driver's figures)."""
     scenario = Scenario.from_dict(record["scenario"])
     failure = record.get("failure") or {}
-    lines = [f"{scenario.label}: {record['status']}"
-             + (f" in {failure['phase']}" if failure.get("phase") else "")
-             + (f": {failure['message']}" if failure.get("message") else ""),
-             f"{'phase':<14}{'holds MiB':>12}{'needs MiB':>12}{'estimate error':>16}{'seconds':>10}"]
+    star, starred = "" if _modelled(scenario) else "*", False
+    lines = [*wrap(f"{label(scenario)}: {record['status']}"
+                   + (f" in {failure['phase']}" if failure.get("phase") else "")
+                   + (f": {failure['message']}" if failure.get("message") else "")),
+             f"{'phase':<14}{'holds MiB':>11}{'needs MiB':>11}{'rise MiB':>10}{'estimate MiB':>14}"
+             f"{'error vs rise':>15}{'seconds':>9}"]
     for name in scenario.phases:
         measured = phase(record, name)
-        if measured is None:
-            lines.append(f"{name:<14}{'not reached':>12}")
+        if measured is None:  # the phase it failed in says how, as the line above does
+            lines.append(f"{name:<14}{record['status'] if name == failure.get('phase') else 'not reached':>11}")
             continue
-        holds = driver_peak(measured, scenario.device)[0]
-        lines.append(f"{name:<14}{mib(holds):>12}{mib(need(record, name)[0]):>12}{_error(record, name):>16}"
-                     f"{measured['seconds']:>10.2f}")
-    lines.append("holds: " + ("NVML's figure for the worker's processes" if scenario.device == "cuda"
-                              else "host RSS of the worker (VmHWM, its processes added)")
-                 + "; needs: the allocator's own peak in the phase; error: the estimate against the rise above "
-                   "the context")
-    return "\n".join(lines)
+        driver = record.get("comparison", {}).get(name, {}).get("driver", {})
+        error = driver.get("relative_error")
+        shown = "-" if error is None else f"{error:+.1%}{star}"
+        starred |= shown.endswith("*")
+        lines.append(f"{name:<14}{mib(driver_peak(measured, scenario.device)[0]):>11}{mib(need(record, name)[0]):>11}"
+                     f"{mib(driver.get('measured')):>10}{mib(driver.get('estimate')):>14}{shown:>15}"
+                     f"{measured['seconds']:>9.2f}")
+    said = ["holds: " + ("NVML's figure for the worker's processes" if scenario.device == "cuda"
+                         else "host RSS of the worker (VmHWM, its processes added)")
+            + "; needs: the allocator's own peak in the phase; rise: holds less the context phase's (the driver's "
+              "view); estimate: the rules' tensors and the measured runtime overhead, of that rise; error vs rise: "
+              "(estimate - rise) / rise"]
+    if figures.preallocated(record):
+        said.append("no rise: a pool mapped when the device started fills the driver's figures")
+    if starred:
+        said.append(f"*: the rules, and the probes that gave the constants, are {scenario.framework}'s default "
+                    f"execution ({executions.resolve(scenario.framework, executions.DEFAULT)}); the estimate does not "
+                    f"model {scenario.execution_mode}: its error here is what the mode changes, not the rules' error")
+    return "\n".join([*lines, *(line for text in said for line in wrap(text))])
 
 
 def one_line(record: dict) -> str:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from models.record import STATIC_PLAN, atomic_write, phase
 from models.scenario import PHASES, Scenario
 from suites.analysis import accounting, across_records, errors, figures, fit
 from suites.analysis.constants import PROBES
-from suites.analysis.figures import driver_peak, mib, need
-from suites.report import headline, plots
+from suites.analysis.figures import MIB, driver_peak, mib, need
+from suites.report import headline, plots, readout
 from suites.run import known, runfile
 
+T = TypeVar("T")
+COLUMNS = 12  # a table's columns at most: wider ones are split (_tables)
 # A breakdown part's basis (suites.analysis.accounting) as the report marks it.
 BASIS_MARKS = {accounting.MEASURED: "m", accounting.DERIVED: "d", STATIC_PLAN: "p", accounting.ESTIMATED: "e"}
 
@@ -28,15 +31,37 @@ def _not_measured(run: dict) -> list[str]:
     return [name for name in run.get("frameworks_known", []) if name not in measured]
 
 
-def _commits_line(run: dict) -> str:
-    """Which commits the records were measured at: one, or a merged run's several (each with its count)."""
+def _commits_line(run: dict) -> list[str]:
+    """Which commits the records were measured at: one, or a merged run's several (each with its count); nothing
+    where no record says (a fit run written before its probes kept their records): the commit line names the run's."""
     found = runfile.commits(run)
-    if not found:  # a fit run written before its probes kept their records
-        return f"- commit `{str(run.get('git_commit'))[:10]}` (the run's; no record of its own to count)"
+    if not found:
+        return []
     if len(found) == 1:
-        return f"- every record measured at commit `{next(iter(found))[:10]}`"
-    return ("- **records from several commits** (a merged run): "
-            + ", ".join(f"`{commit[:10]}` ({count})" for commit, count in found.items()))
+        return [f"- every record measured at commit `{next(iter(found))[:10]}`"]
+    return ["- **records from several commits** (a merged run): "
+            + ", ".join(f"`{commit[:10]}` ({count})" for commit, count in found.items())]
+
+
+def _tables(items: list[T], framework: Callable[[T], str]) -> list[list[T]]:
+    """Columns of a wide table split into tables of at most COLUMNS - 1 (a row reads on one screen): by framework,
+    each kept whole where it fits (its techniques or batches side by side) and small ones packed together; a table
+    that fits stays one, in run order."""
+    room = COLUMNS - 1
+    if len(items) <= room:
+        return [items]
+    groups: dict[str, list[T]] = {}
+    for item in items:
+        groups.setdefault(framework(item), []).append(item)
+    tables: list[list[T]] = []
+    for group in groups.values():
+        parts = -(-len(group) // room)  # a framework too wide for one table: in parts of about the same width
+        for chunk in (group[len(group) * part // parts:len(group) * (part + 1) // parts] for part in range(parts)):
+            if tables and len(tables[-1]) + len(chunk) <= room:
+                tables[-1] = tables[-1] + chunk
+            else:
+                tables.append(chunk)
+    return tables
 
 
 def markdown(run: dict) -> str:
@@ -45,7 +70,7 @@ def markdown(run: dict) -> str:
         "",
         f"- device: {run['device_description']}",
         f"- commit: `{run['git_commit']}`, started {run['started_at']}, complete: {run['complete']}",
-        _commits_line(run),
+        *_commits_line(run),
         f"- machine: {run['machine']['cpus']} CPUs, {run['machine']['memory_bytes'] / 2**30:.0f} GiB, "
         f"{run['machine']['platform']}",
         f"- not measured in this run: {', '.join(_not_measured(run)) or 'none'}",
@@ -72,27 +97,38 @@ def markdown(run: dict) -> str:
         spec = Scenario.from_dict(records[0]["scenario"]).spec  # from the scenario: a record cut short has no more
         lines += ["", f"{'###' if model in PROBES else '##'} {model}, {kind} (batch {records[0]['scenario']['batch']}, "
                   f"{records[0]['scenario']['optimizer'] if kind == 'train' else 'no optimizer'}; "
-                  f"{spec.param_count:,} parameters, {spec.weight_bytes() / 2**20:,.0f} MiB of weights)", ""]
-        lines.append("| phase | " + " | ".join(plots.variant(r) for r in records) + " |")
-        lines.append("|---" * (len(records) + 1) + "|")
-        for name in PHASES[kind]:
-            lines.append(f"| {name} | " + " | ".join(_holds_needs(record, name) for record in records) + " |")
-        lines += _host_rows(records, kind)
-        lines += _allocator_rows(records, kind)
-        lines += _nvml_rows(records, kind)
-        lines += _estimate_rows(records, kind, floor=model not in PROBES)
-        lines.append("| allocator mode | " + " | ".join(
-            r.get("allocator", {}).get("mode", "default")
-            + ("" if r.get("allocator", {}).get("applicable", True) else " (not applicable: CPU)")
-            for r in records) + " |")
-        lines.append("| status | " + " | ".join(_status(r) for r in records) + " |")
-        lines.append("| framework's parameter count | " + " | ".join(
-            f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
-            for r in records) + " |")
+                  f"{spec.param_count:,} parameters, {_weights(spec.weight_bytes())} of weights)"]
+        for table in _tables(records, lambda record: record["scenario"]["framework"]):
+            lines += ["", *_panel_table(table, kind, floor=model not in PROBES)]
     lines += (_error_summary(run) + _keras_section(run) + _execution_section(run) + _savings_section(run)
               + _sweeps_section(run)
               + _fits_section(run) + _time_section(run) + _missing_section(run))
     return "\n".join(lines) + "\n"
+
+
+def _weights(size: int) -> str:
+    """A model's weights to the report's precision (figures.mib); a probe's few KiB in KiB, not as 0.0 MiB."""
+    return f"{mib(size)} MiB" if round(size / MIB, 1) else f"{size / 2**10:,.1f} KiB"
+
+
+def _panel_table(records: list[dict], kind: str, floor: bool) -> list[str]:
+    """One table of a model and kind's records, a column each: per phase holds / needs, then the other figures."""
+    lines = ["| phase | " + " | ".join(plots.variant(r) for r in records) + " |", "|---" * (len(records) + 1) + "|"]
+    for name in PHASES[kind]:
+        lines.append(f"| {name} | " + " | ".join(_holds_needs(record, name) for record in records) + " |")
+    lines += _host_rows(records, kind)
+    lines += _allocator_rows(records, kind)
+    lines += _nvml_rows(records, kind)
+    lines += _estimate_rows(records, kind, floor)
+    lines.append("| allocator mode | " + " | ".join(
+        r.get("allocator", {}).get("mode", "default")
+        + ("" if r.get("allocator", {}).get("applicable", True) else " (not applicable: CPU)")
+        for r in records) + " |")
+    lines.append("| status | " + " | ".join(_status(r) for r in records) + " |")
+    lines.append("| framework's parameter count | " + " | ".join(
+        f"{r['framework'].get('param_count', '-'):,}" if "param_count" in r["framework"] else "-"
+        for r in records) + " |")
+    return lines
 
 
 def _time_section(run: dict) -> list[str]:
@@ -135,7 +171,8 @@ def _missing_label(entry: dict) -> str:
     """A missing scenario's label; a fit question's with its budget."""
     scenario = {key: value for key, value in entry.items() if key != "fit_budget_bytes"}
     budget = entry.get("fit_budget_bytes")
-    return Scenario.from_dict(scenario).label + (f": does it fit in {fit.budget_text(budget)}?" if budget else "")
+    asked = f": does it fit in {fit.budget_text(budget)}?" if budget else ""
+    return readout.label(Scenario.from_dict(scenario)) + asked
 
 
 def _status(record: dict) -> str:
@@ -150,7 +187,7 @@ def _holds_needs(record: dict, name: str) -> str:
     """One phase of one record: holds / needs (MiB) and its seconds."""
     measured = phase(record, name)
     if not measured:
-        return "-"
+        return record["status"] if name == (record["failure"] or {}).get("phase") else "-"
     holds = driver_peak(measured, record["scenario"]["device"])[0]
     needed, label = need(record, name)
     return (f"{mib(holds)} / {mib(needed)}"
@@ -171,12 +208,13 @@ def _keras_section(run: dict) -> list[str]:
              "in MiB, as *holds / needs* (see the tables above). Keras on TensorFlow has no raw column here: it is "
              "this suite's TensorFlow idiom."]
     for (model, kind) in dict.fromkeys((o.model, o.kind) for o in found):
-        mine = [o for o in found if (o.model, o.kind) == (model, kind)]
-        header = " | ".join(f"{o.keras} - {o.raw}" for o in mine)
-        lines += ["", f"**{model}, {kind}**", "", f"| phase | {header} |", "|---" * (len(mine) + 1) + "|"]
-        for name in PHASES[kind]:
-            cells = [" / ".join(_signed(v) for v in o.phases[name]) if name in o.phases else "-" for o in mine]
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines += ["", f"**{model}, {kind}**"]
+        for mine in _tables([o for o in found if (o.model, o.kind) == (model, kind)], lambda o: o.keras):
+            header = " | ".join(f"{o.keras} - {o.raw}" for o in mine)
+            lines += ["", f"| phase | {header} |", "|---" * (len(mine) + 1) + "|"]
+            for name in PHASES[kind]:
+                cells = [" / ".join(_signed(v) for v in o.phases[name]) if name in o.phases else "-" for o in mine]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
 

@@ -5,21 +5,37 @@ from __future__ import annotations
 import os
 
 
-def gpu_names() -> list[str]:
-    """The GPUs NVML sees; empty where there is no driver, no library or no GPU."""
+def _gpus() -> tuple[list[str], str]:
+    """The GPUs NVML sees and, where it sees none, why in NVML's own words (no library, no driver, no GPU)."""
     try:
         import pynvml
     except ImportError:
-        return []
+        return [], "NVML's Python binding, nvidia-ml-py, is not installed"
     try:
         pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return []
+    except pynvml.NVMLError as error:
+        return [], f"NVML: {error}"
     try:
-        return [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                for i in range(pynvml.nvmlDeviceGetCount())]
+        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                 for i in range(pynvml.nvmlDeviceGetCount())]
     finally:
         pynvml.nvmlShutdown()
+    return names, "" if names else "NVML sees no GPU"
+
+
+def gpu_names() -> list[str]:
+    """The GPUs NVML sees; empty where there is no driver, no library or no GPU."""
+    return _gpus()[0]
+
+
+def no_gpu(device: str) -> str | None:
+    """Why a run on `device` cannot start on this machine for want of a GPU, in one line with NVML's reason; None
+    where it can. Asked before any CUDA interpreter is looked for: without a GPU `make envs` builds none, so "no
+    interpreter" would send a person the wrong way. (`estimate` never asks: it sizes a card from constants.)"""
+    if device != "cuda":
+        return None
+    names, why = _gpus()
+    return None if names else f"--device cuda, but no GPU is visible ({why}): run on the CPU with --device cpu"
 
 
 def resolve(requested: str) -> str:
@@ -29,11 +45,12 @@ def resolve(requested: str) -> str:
     return "cuda" if gpu_names() else "cpu"
 
 
-def describe(device: str) -> str:
-    """What the run's memory figures are, in words, for output, files and plot titles."""
+def describe(device: str, gpus: list[str] | None = None) -> str:
+    """What the run's memory figures are, in words, for output, files and plot titles: on the GPUs named (a record
+    measured elsewhere names its own), else on those NVML sees here."""
     if device == "cpu":
         return "CPU (no GPU used): host memory (RSS) and framework CPU allocators, not GPU memory"
-    return f"GPU ({', '.join(gpu_names()) or 'CUDA'}): device memory"
+    return f"GPU ({', '.join(gpu_names() if gpus is None else gpus) or 'CUDA'}): device memory"
 
 
 def capacity(device: str) -> int | None:

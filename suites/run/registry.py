@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from models import backends
+from suites.run.device import no_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,8 +37,12 @@ def frameworks() -> list[str]:
 def interpreter(framework: str, device: str = "cpu") -> str:
     """FOOTPRINT_PYTHON_<FRAMEWORK>, else FOOTPRINT_PYTHON (one prepared interpreter), else the tox env.
 
-    The tox env for a GPU run is `<framework>-cuda`, which holds the framework's CUDA build.
+    The tox env for a GPU run is `<framework>-cuda`, which holds the framework's CUDA build. A GPU run where no GPU
+    is visible is refused first, with NVML's reason (`device.no_gpu`): every command that runs one comes here.
     """
+    missing = no_gpu(device)
+    if missing:
+        raise SetupError(missing)
     for variable in (f"FOOTPRINT_PYTHON_{framework.upper()}", "FOOTPRINT_PYTHON"):
         if os.environ.get(variable):
             return os.environ[variable]

@@ -35,6 +35,10 @@ from suites.run.registry import ROOT, SetupError, frameworks
 # (results/<machine>-<commit>/).
 RESULTS = Path(os.environ.get("FOOTPRINT_RESULTS") or ROOT / "results" / "local")
 KIND = "footprint.run"
+RECORD_SUITE = "run"  # the suite a record file (`run --out`) reads as: a run of its one record
+# what a command stores in a file it reads, which belongs to the run even in a record file: compare --store-spread's
+# spread (suites/analysis/compare.py SPREAD_FIELD; run/ imports nothing from analysis/)
+RUN_FIELDS = ("repeat_spread",)
 _LOCKS: dict[Path, IO] = {}  # the run files this process holds, so the bench command and pytest share one lock
 
 
@@ -266,8 +270,32 @@ def read_run(data: object) -> dict:
 
 
 def load(path: Path) -> dict:
-    """A run file, checked (`read_run`): OSError where it cannot be read, ValueError where it is not a run file."""
-    return read_run(json.loads(Path(path).read_text()))
+    """A run file or a record file (`read`): OSError where it cannot be read, ValueError where it is neither."""
+    return read(json.loads(Path(path).read_text()))
+
+
+def read(data: object) -> dict:
+    """A run file's data, checked (`read_run`), or a record's (`run --out`) read as a run of its one record
+    (`_as_run`); RunFileError, in one line, where it is neither."""
+    is_record = isinstance(data, dict) and "kind" not in data and {"scenario", "phases"} <= data.keys()
+    return read_run(_as_run(data) if is_record else data)
+
+
+def _as_run(data: dict) -> dict:
+    """A record as a run of that one record (suite RECORD_SUITE), so every command that reads runs reads what `run
+    --out` wrote, and the file stays the plain record docs/records.md describes. The run's facts are the record's
+    own: its device, commit and machine (and its GPU's name, never this machine's)."""
+    record = read_record({key: value for key, value in data.items() if key not in RUN_FIELDS})
+    facts = record.get("run")
+    if not isinstance(facts, dict) or not isinstance(facts.get("machine"), dict):
+        raise RunFileError("a record without its run's facts (run.machine, run.git_commit)")
+    resolved, started = record["scenario"]["device"], facts.get("started_at_unix")
+    gpu = (record.get("nvml") or {}).get("gpu") or {}
+    return {"schema_version": record["schema_version"], "kind": KIND, "suite": RECORD_SUITE, "device": resolved,
+            "device_description": device.describe(resolved, [gpu["name"]] if gpu.get("name") else []),
+            "complete": True, "git_commit": facts.get("git_commit"), "machine": facts["machine"],
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)) if started else "never",
+            "records": [record]} | {key: data[key] for key in RUN_FIELDS if key in data}
 
 
 def stored_records(path: Path) -> dict[str, dict]:
