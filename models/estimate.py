@@ -443,6 +443,34 @@ def _saved_by(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: _Tensors,
     return savers, extras
 
 
+def _keeping(spec: ModelSpec, rules: Rules, ops: list[Step], technique: str, device: str, batch: int,
+             value: int) -> tuple[set[int], _Tensors, dict[int, list[int]], list[int]]:
+    """The views and tensors the steps make under `technique` (in place, tracked: evaluation mode) and what each
+    step's backward keeps of them (`_saved_by`), shared by the estimate and its per-layer table."""
+    training = technique != "tracked"
+    saves = rules.saves | (rules.cuda_saves if device == "cuda" else {})
+    saves = saves if training else saves | EVAL_SAVES
+    views = _views(spec, ops, technique, training)
+    tensors = _tensors(spec, ops, views)
+    return views, tensors, *_saved_by(spec, rules, ops, tensors, views, saves, batch, value)
+
+
+def kept_by_layer(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
+                  activation_bytes: int | None = None, device: str = "cpu") -> tuple[list[int], int]:
+    """Per spec layer, the bytes its backward keeps for the batch (a tensor two layers keep counted at the first,
+    a padded copy at its layer), and the loss's residual: what `activations` counts as saved with nothing
+    recomputed, laid out so a person can see which layers hold the memory."""
+    ops = steps(spec, rules, bytes_per_value)
+    value = batch * (activation_bytes or bytes_per_value)
+    _, tensors, savers, extras = _keeping(spec, rules, ops, technique, device, batch, value)
+    per_layer = [0] * len(spec.layers)
+    for tensor, keepers in savers.items():
+        per_layer[ops[min(keepers)].layer] += value * tensors.elements[tensor]
+    for index, extra in enumerate(extras):
+        per_layer[ops[index].layer] += extra
+    return per_layer, ops[-1].outputs * value
+
+
 def _recomputed(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: _Tensors,
                 technique: str) -> tuple[set[int], list[int | None]]:
     """The tensors kept for a recomputation (each run's inputs from outside it, or the outputs a policy keeps) and
@@ -479,12 +507,7 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     """
     ops = steps(spec, rules, bytes_per_value) if ops is None else ops
     value = batch * (activation_bytes or bytes_per_value)
-    training = technique != "tracked"
-    saves = rules.saves | (rules.cuda_saves if device == "cuda" else {})
-    saves = saves if training else saves | EVAL_SAVES
-    views = _views(spec, ops, technique, training)
-    tensors = _tensors(spec, ops, views)
-    savers, extras = _saved_by(spec, rules, ops, tensors, views, saves, batch, value)
+    views, tensors, savers, extras = _keeping(spec, rules, ops, technique, device, batch, value)
     loss_residual = ops[-1].outputs * value  # the difference (mse) or the softmax (cross-entropy)
     kept, group = _recomputed(spec, rules, ops, tensors, technique)
     kept_always = sum(tensors.elements[tensor] for tensor in kept) * value

@@ -12,13 +12,14 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import NoReturn
 
 from models import executions
 from models.allocators import CUDA_MODULE_LOADING, mode_names
 from models.catalogue import get_model, listed_models
-from models.estimate import estimate, floor
+from models.estimate import Estimate, estimate, floor
 from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import SpecError, load_spec_file
@@ -132,15 +133,18 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from suites.analysis import constants, explain
+    from suites.analysis import constants, explain, fit
     from suites.run import nvml
 
+    budget = None if args.budget is None else fit.parse_budget(args.budget)
+    if budget is not None and args.batch:
+        raise SpecError("--budget finds the batch: give no --batch")
     spec = load_spec_file(args.model_file) if args.model_file else get_model(args.model)
     resolved = device.resolve(args.device)
     reason = unavailable(args.framework or "any", args.technique, args.scenario, resolved, spec)
     if reason:
         raise SpecError(f"technique {args.technique}: {reason}")
-    if args.technique == "accumulate" and (args.batch or spec.default_batch) % ACCUMULATION_STEPS:
+    if args.technique == "accumulate" and budget is None and (args.batch or spec.default_batch) % ACCUMULATION_STEPS:
         raise SpecError(f"accumulate splits the batch into {ACCUMULATION_STEPS} micro-batches: give a batch it divides")
     source = Path(args.constants) if args.constants else constants.path(resolved)
     measured = constants.load(resolved, source)
@@ -158,12 +162,26 @@ def _estimate(args: argparse.Namespace) -> int:
             print("\n".join(explain.wrap(f"python -m suites estimate: warning: {mismatch}")), file=sys.stderr)
         if memory is None and gpu and not args.gpu:  # the card here: its memory as NVML counts it
             memory = device.capacity(resolved)
+    def at(framework: str | None, known: dict | None, batch: int) -> Estimate:
+        return estimate(spec, args.scenario, batch, args.optimizer, args.dtype, framework, resolved, args.technique,
+                        (known or {}).get("blas_workspace", 0))
+
     known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
-    analytic = estimate(spec, args.scenario, args.batch or 0, args.optimizer, args.dtype, args.framework, resolved,
-                        args.technique, (known or {}).get("blas_workspace", 0))
+    analytic = at(args.framework, known, args.batch or 0)
     shown = (str(source.resolve().relative_to(constants.ROOT)) if source.resolve().is_relative_to(constants.ROOT)
              else str(source))
-    print(explain.render(analytic, known, shown, gpu, memory, args.explain))
+    if budget is not None:
+        unit = ACCUMULATION_STEPS if args.technique == "accumulate" else 1
+        answers: list[explain.BatchAnswer | tuple[str, str]] = []
+        for name in [args.framework] if args.framework else frameworks():
+            found = constants.lookup(measured, name, args.scenario)
+            why = unavailable(name, args.technique, args.scenario, resolved, spec)
+            answers.append((name, why) if why else
+                           explain.batch_answer(name, found, partial(at, name, found), budget, MAX_BATCH, unit))
+        print(explain.budget_table(analytic, answers, budget, MAX_BATCH))
+    else:
+        print(explain.layer_table(spec, analytic) if args.layers
+              else explain.render(analytic, known, shown, gpu, memory, args.explain))
     return 0
 
 
@@ -353,6 +371,11 @@ def parser() -> argparse.ArgumentParser:
     guess.add_argument("--explain", action="store_true",
                        help="also list the rules of the framework asked about (the neutral ones without --framework), "
                             "one a line, each with its reason")
+    guess.add_argument("--budget", help="instead: the largest batch whose estimate fits this size (e.g. 16GiB), per "
+                                        "framework without --framework; instant (`fit` measures)")
+    guess.add_argument("--layers", action="store_true",
+                       help="instead: a table per layer (type, output shape, parameters, bytes kept for the backward "
+                            "pass, running total)")
     guess.set_defaults(action=_estimate)
 
     fits = commands.add_parser("fit", help="the largest batch within a memory budget, by bisection")

@@ -25,6 +25,8 @@ ESTIMATES = [
     ("--model", "resnet50", "--framework", "keras-tensorflow", "--device", "cuda"),  # no constants
     ("--model", "resnet50", "--framework", "keras-torch", "--device", "cpu", "--technique", "accumulate"),
     ("--model", "vgg16", "--batch", "1", "--scenario", "infer", "--device", "cpu"),  # no framework
+    ("--model", "densenet121", "--budget", "16GiB", "--device", "cuda"),  # every framework's largest batch
+    ("--model", "densenet121", "--framework", "keras-torch", "--layers"),  # 426 layers, one a line
 ]
 
 

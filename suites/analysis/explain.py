@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from itertools import accumulate
 
-from models import allocators, backends
-from models.estimate import CATEGORIES, RULES, Estimate
+from models import allocators, backends, techniques
+from models.estimate import CATEGORIES, RULES, Estimate, kept_by_layer
 from models.scenario import DTYPES
-from suites.analysis import constants
+from models.spec import ModelSpec
+from suites.analysis import constants, fit
 
 MIB = 2**20
 WIDTH = 120  # a line a person reads; longer ones wrap, indented
@@ -105,6 +110,22 @@ def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu:
     return [line for text in said for line in wrap(text)]
 
 
+def phase_totals(analytic: Estimate, known: dict | None) -> list[tuple[str, int]]:
+    """Each phase that holds anything, with the total `render` prints: its tensors plus, where `known` has them, the
+    measured runtime overhead and context (a pool left out), so every answer compares the same figure."""
+    phases = [p for p in analytic.phases if p.items]
+    if not known:
+        return [(p.name, p.total) for p in phases]
+    view = "allocator" if "pool" in known else "driver"  # a pool fills a pooled probe's driver figures
+    return [(p.name, p.total + (constants.overhead(known, p.name, view, analytic.layers) or 0)
+             + (known["context"] or 0)) for p in phases]
+
+
+def peak_total(analytic: Estimate, known: dict | None) -> tuple[str, int]:
+    """The phase with the highest total and that total: the estimate's answer to "how much does it need"."""
+    return max(phase_totals(analytic, known), key=lambda pair: pair[1])
+
+
 def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None = None,
            gpu_memory: int | None = None, explain: bool = False) -> str:
     """The categories per phase in MiB, the measured constants (labelled) and the total; for a framework that maps a
@@ -138,9 +159,8 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
         lines.append(_row(f"runtime overhead ({'allocator, measured' if pooled else 'measured constant'})", overheads))
         named = "context less pool" if pooled else "context"
         lines.append(_row(f"{named} (measured constant)", [context] * len(phases)))
-        totals = [p.total + (o or 0) + (context or 0) for p, o in zip(phases, overheads, strict=True)]
-        lines.append(_row("total", totals))
-        peak_name, peak = max(zip((p.name for p in phases), totals, strict=True), key=lambda pair: pair[1])
+        lines.append(_row("total", [total for _, total in phase_totals(analytic, known)]))
+        peak_name, peak = peak_total(analytic, known)
         overhead = constants.overhead(known, peak_name, view, analytic.layers) or 0
         said = _mib(overhead) + (", its allocator's: a pool fills the probe's driver figures" if pooled else "")
         versions = ", ".join(f"{k} {v}" for k, v in known.get("versions", {}).items()) or "versions unrecorded"
@@ -164,3 +184,133 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
               if explain else [f"rules: {analytic.rules} (what each layer keeps, and when memory is taken); --explain "
                                f"lists them with their reasons"])
     return "\n".join(lines)
+
+
+def largest_within(total: Callable[[int], int], budget: int, bound: int, unit: int = 1) -> tuple[int, int | None]:
+    """The largest batch, a multiple of `unit` up to `bound`, whose `total` is within `budget` (0: not even `unit`),
+    and the first that is not (None: the bound fits). The estimate grows with the batch, so doubling then bisecting,
+    as `fit` probes runs, finds it in a few dozen estimates rather than one per batch."""
+    top = bound // unit
+    passed, failed, multiple = 0, None, 1
+    while failed is None and passed < top:
+        multiple = min(multiple, top)
+        if total(multiple * unit) > budget:
+            failed = multiple
+        else:
+            passed, multiple = multiple, multiple * 2
+    while failed is not None and failed - passed > 1:
+        middle = (passed + failed) // 2
+        passed, failed = (middle, failed) if total(middle * unit) <= budget else (passed, middle)
+    return passed * unit, None if failed is None else failed * unit
+
+
+@dataclass(frozen=True)
+class BatchAnswer:
+    """One framework's answer to "the largest batch within a budget": the estimates either side of the edge."""
+
+    framework: str
+    known: dict | None  # its measured constants, in every total
+    largest: Estimate | None  # None: not even the smallest batch fits
+    first_over: Estimate | None  # None: the bound fits
+    growth: tuple[Estimate, Estimate]  # two batches apart by one step: what grows per example between them
+
+
+def batch_answer(framework: str, known: dict | None, at: Callable[[int], Estimate], budget: int, bound: int,
+                 unit: int) -> BatchAnswer:
+    """The largest batch whose estimate (`at`, with `known`'s constants: `peak_total`) fits within `budget`."""
+    at = cache(at)  # the edge's batches are estimated again for the answer
+    passed, failed = largest_within(lambda batch: peak_total(at(batch), known)[1], budget, bound, unit)
+    low = max(failed - unit, unit) if failed else passed - unit
+    return BatchAnswer(framework, known, at(passed) if passed else None, at(failed) if failed else None,
+                       (at(low), at(low + unit)))
+
+
+def _small(count: int, examples: int) -> str:
+    """Bytes per example, in MiB, or in bytes where that would show 0.00 (a tiny net's)."""
+    each = count / examples
+    return f"{each / MIB:,.2f} MiB" if each >= MIB / 100 else f"{each:,.0f} B"
+
+
+def _grows(answer: BatchAnswer) -> str:
+    """The total's growth per example (at the larger batch's peak phase), and the category that grows most."""
+    low, high = answer.growth
+    name, total = peak_total(high, answer.known)
+    examples = high.batch - low.batch
+    before, after = low.phase(name).items, high.phase(name).items
+    parts = {label: after.get(key, 0) - before.get(key, 0) for key, label in LABELS.items()}
+    label, most = max(parts.items(), key=lambda pair: pair[1])
+    return f"{_small(total - peak_total(low, answer.known)[1], examples)}: {_small(most, examples)} {label}"
+
+
+def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], budget: int, bound: int) -> str:
+    """Per framework, the largest batch within `budget` from the estimate alone, the first that is not, and what grows
+    per example; a framework that cannot run the scenario (name, reason) says why; `first` names the scenario. Every
+    line fits (WIDTH)."""
+    lines = [*wrap(f"{first.model}: the largest {first.kind} batch within {fit.budget_text(budget)} on {first.device} "
+                   f"({first.optimizer if first.kind == 'train' else 'no'} optimizer, {first.dtype}, technique "
+                   f"{first.technique}), from the estimate alone: its total at the peak, as the phase table prints it"),
+             "", f"{'framework':<17}{'largest batch':>14}{'estimate MiB':>14}{'first over':>12}  grows per example"]
+    notes = []
+    for answer in answers:
+        if not isinstance(answer, BatchAnswer):
+            lines.append(f"{answer[0]:<17}{'-':>14}{'-':>14}{'-':>12}  technique unavailable")
+            notes.append(f"{answer[0]}: {answer[1]}")
+            continue
+        largest, over = answer.largest, answer.first_over
+        lines.append(f"{answer.framework:<17}{f'{largest.batch:,}' if largest else 'none':>14}"
+                     f"{f'{peak_total(largest, answer.known)[1] / MIB:,.1f}' if largest else '-':>14}"
+                     f"{f'{over.batch:,}' if over else '-':>12}  {_grows(answer)}")
+        if not largest:
+            notes.append(f"{answer.framework}: even batch {over.batch} does not fit: its estimate is "
+                         f"{peak_total(over, answer.known)[1] / MIB:,.1f} MiB")
+        if not over:
+            notes.append(f"{answer.framework}: batch {bound:,} fits, the largest any command takes: the search stops "
+                         f"there")
+    bare = [answer.framework for answer in answers if isinstance(answer, BatchAnswer) and not answer.known]
+    if bare:
+        notes.append(f"tensors only, no measured context or runtime overhead on this device: {', '.join(bare)}")
+    notes.append("an estimate, not a measurement: `python -m suites fit` runs the batches and measures them")
+    return "\n".join([*lines, "", *(line for note in notes for line in wrap(note))])
+
+
+def layer_table(spec: ModelSpec, analytic: Estimate) -> str:
+    """Keras's `summary()` with memory: per layer its type, output shape, parameters and the bytes its backward keeps
+    (`kept_by_layer`, at the scenario's batch, dtype and rules), with the running total, so a person sees which layers
+    hold the memory. Every layer is listed; a name too long for the line (WIDTH) is cut in the middle."""
+    size = DTYPES[analytic.dtype]
+    micro = techniques.ACCUMULATION_STEPS if analytic.technique == "accumulate" else 1
+    kept, loss = kept_by_layer(spec, RULES[analytic.rules], analytic.batch // micro, size, analytic.technique,
+                               techniques.HALF_PRECISION.get(analytic.technique, size), analytic.device)
+    layers = spec.walk()
+    running = list(accumulate(kept))
+    shapes = ["x".join(map(str, layer.output_shape)) for layer in layers]
+    widths = [max(len(f"{value:,}") for value in [*column, 0]) for column in
+              ([layer.param_count for layer in layers], kept, running)]
+    params_w, kept_w, running_w = (max(width, len(title)) for width, title in
+                                   zip(widths, ("parameters", "kept bytes", "running total"), strict=True))
+    type_w = max(len("type"), *(len(layer.layer.kind) for layer in layers))
+    shape_w = max(len("output shape"), *map(len, shapes))
+    name_w = min(max(len("layer"), *(len(layer.name) for layer in layers)),
+                 WIDTH - type_w - shape_w - params_w - kept_w - running_w - 10)
+
+    def cut(name: str) -> str:
+        head = (name_w - 3) // 2
+        return name if len(name) <= name_w else f"{name[:head]}...{name[len(name) - (name_w - 3 - head):]}"
+
+    step = ("a train step" if analytic.kind == "train" else "tracked inference" if analytic.technique == "tracked"
+            else "a train step (inference keeps none of it)")
+    lines = [*wrap(f"{spec.name}: {len(layers)} layers, {spec.param_count:,} parameters; what each layer's backward "
+                   f"keeps in {step}, at batch {analytic.batch // micro}, {analytic.dtype}, the {analytic.rules} "
+                   f"rules on {analytic.device}, technique {analytic.technique}"),
+             "", f"{'layer':<{name_w}}  {'type':<{type_w}}  {'output shape':<{shape_w}}  {'parameters':>{params_w}}  "
+                 f"{'kept bytes':>{kept_w}}  {'running total':>{running_w}}"]
+    lines += [f"{cut(layer.name):<{name_w}}  {layer.layer.kind:<{type_w}}  {shape:<{shape_w}}  "
+              f"{layer.param_count:>{params_w},}  {kept_layer:>{kept_w},}  {total:>{running_w},}"
+              for layer, shape, kept_layer, total in zip(layers, shapes, kept, running, strict=True)]
+    notes = [f"total: {spec.param_count:,} parameters; the layers keep {running[-1]:,} bytes "
+             f"({running[-1] / MIB:,.1f} MiB) and the loss {loss:,} more (its output's size); a tensor two layers keep "
+             f"is counted at the first, a padded copy at its layer"]
+    if analytic.technique in (*techniques.RECOMPUTING, *RULES[analytic.rules].policy_keeps):
+        notes.append(f"{analytic.technique} recomputes: between runs it keeps only each run's inputs, and a run's own "
+                     f"share again only while its backward runs; the column is what each layer keeps then")
+    return "\n".join([*lines, "", *(line for note in notes for line in wrap(note))])
