@@ -650,7 +650,12 @@ def _layer_from_dict(entry: dict, index: int) -> Layer:
 
 
 def load_spec_file(path: str | Path) -> ModelSpec:
-    """Reads a user's spec; every failure becomes a one-line SpecError naming the file."""
+    """Reads a user's spec, or a Keras model (a `.keras` file, or the JSON of `to_json()`) through the importer;
+    every failure becomes a one-line SpecError naming the file."""
+    if Path(path).suffix == ".keras":
+        from models.keras_import import load_keras_file
+
+        return load_keras_file(path)
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -662,6 +667,10 @@ def load_spec_file(path: str | Path) -> ModelSpec:
     except ValueError as exc:  # json reads a number of more digits than Python converts to an int
         raise SpecError(f"spec file {path} holds a number of more digits than can be read (sizes are at most "
                         f"{MAX_SIZE:,})") from exc
+    from models.keras_import import is_keras_config, spec_from_keras
+
+    if is_keras_config(data):
+        return spec_from_keras(data, str(path))
     try:
         return ModelSpec.from_dict(data)
     except (SpecError, TypeError) as exc:  # TypeError: a wrongly typed field reaching a dataclass
