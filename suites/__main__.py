@@ -22,14 +22,14 @@ from models.catalogue import get_model, listed_models
 from models.estimate import Estimate, estimate, floor
 from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
-from models.spec import SpecError, load_spec_file
+from models.spec import MAX_SIZE, SpecError, load_spec_file
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
 from suites.report import readout
 from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import SetupError, frameworks, interpreter
 
 USAGE_ERROR = 2
-MAX_BATCH = 2**31 - 1  # the largest batch any command takes (see _batch)
+MAX_BATCH = MAX_SIZE  # the largest batch any command takes: the spec's largest size (see _batch)
 
 
 class OneLineParser(argparse.ArgumentParser):

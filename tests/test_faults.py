@@ -580,8 +580,8 @@ FAULTS = (
     Fault("SIGHUP of a bench (its terminal closed)", "the same as SIGINT", sighup_of_a_bench),
     Fault("Ctrl-C of `bench --jobs 2` while a scenario that finished waits its turn", "its record kept; exit 130, "
           "the rest under `missing`", stopped_jobs_keep_what_finished),
-    Fault("a run file cut in half, of another schema, or another device's (a cuda run copied over the cpu one)",
-          "refused in one line naming it, exit 2, nothing written; `--fresh` keeps it aside (`*.before-<time>.json`)",
+    Fault("a run file cut in half, of another schema, or another device's (a cuda run copied over a cpu one)",
+          "refused, one line naming it, exit 2, nothing written; `--fresh` keeps it (`*.before-<time>.json`)",
           unreadable_run_file),
     Fault("what is no record in the resume store (`{}`, `{\"status\": \"ok\"}`, invalid JSON, `[]`)", "each moved "
           "to `<run file>.quarantine/` with a one-line warning; never in the run file, which stays readable",
@@ -605,8 +605,8 @@ FAULTS = (
     Fault("`run --batch 0` (and `estimate --batch 0`)", "one line, exit 2: omit --batch for the model's own",
           batch_zero),
     Fault("XLA's autotuner warning (\"ran out of memory ... not a failure\", the c3d4247 line replayed)",
-          "nothing: the run goes on, `ok` (only an allocation that failed for good is `oom`; a compile helper's "
-          "line names `compile`)", autotuner_warning),
+          "the run goes on, `ok` (only an allocation that failed for good is `oom`; a helper's line names "
+          "`compile`)", autotuner_warning),
     Fault("SIGINT of the worker from outside (in build)", "`killed` in build, like SIGTERM", sigint_from_outside),
     Fault("a spec past the 128 KiB a command-line argument may hold (an 8,000-layer chain's; here 400 layers with "
           "long names)", "`ok`: the worker reads its scenario from a file; `fit` answers too", long_spec),
