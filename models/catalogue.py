@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 
@@ -22,6 +23,7 @@ from models.spec import (
     ReLU,
     ReLU6,
     SpecError,
+    load_spec_file,
 )
 
 
@@ -262,6 +264,20 @@ def get_model(name: str) -> ModelSpec:
         if match and int(match.group(1)) > 0:
             return build(int(match.group(1)))
     raise SpecError(f"unknown model {name!r}; valid: {', '.join(model_names())}")
+
+
+MODEL_FILE_SUFFIXES = (".json", ".keras", ".onnx")
+
+
+def is_model_file(name: str) -> bool:
+    """Whether a model name is a file's path (`bench --models resnet50,my_net.keras`): it has a model file's suffix or
+    names a folder. No catalogue name does either."""
+    return name.endswith(MODEL_FILE_SUFFIXES) or os.sep in name
+
+
+def load_model(name: str) -> ModelSpec:
+    """A catalogue name or, where a name goes, a model file (a spec, a Keras or an ONNX file)."""
+    return load_spec_file(name) if is_model_file(name) else get_model(name)
 
 
 def listed_models() -> list[ModelSpec]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from models import allocators, backends, executions, techniques
-from models.catalogue import get_model
+from models.catalogue import is_model_file, load_model
 from models.record import RUNNING, SCHEMA_VERSION
-from models.spec import ModelSpec, SpecError, load_spec_file
+from models.spec import ModelSpec, SpecError
 
 SCENARIO_KINDS = ("train", "infer")
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -74,8 +74,11 @@ class Scenario:
     @classmethod
     def create(cls, framework: str, model: str | None = None, model_file: str | None = None,
                **settings: object) -> Scenario:
-        """Resolves the model (catalogue name or spec file) and fixes the batch, once, in the caller."""
-        spec = load_spec_file(model_file) if model_file else get_model(model or "")
+        """Resolves the model (catalogue name or model file, which `model` may name too) and fixes the batch, once, in
+        the caller."""
+        if model_file is None and model and is_model_file(model):
+            model, model_file = None, model
+        spec = load_model(model_file or model or "")
         batch = settings.pop("batch", 0) or spec.default_batch
         return cls(framework=framework, model=spec.name, model_file=model_file,
                    spec_json=spec.to_dict(), batch=batch, **settings)  # type: ignore[arg-type]

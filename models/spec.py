@@ -20,6 +20,7 @@ Shape = tuple[int, ...]
 
 LOSSES = ("mse", "cross_entropy")
 PADDINGS = ("same", "valid")
+INTERPOLATIONS = ("nearest", "bilinear")
 MODEL_INPUT = "input"  # the name by which a layer takes the model's input
 INPUT = -1  # ... and its index among a layer's inputs
 # The largest size a spec may give (an axis, a count of units or filters, a window, a batch): the largest 32-bit index,
@@ -55,6 +56,16 @@ def _fraction(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
         raise SpecError(f"{what} must be a number in [0, 1), got {value!r}")
     return float(value)
+
+
+def _flag(value: object, what: str) -> None:
+    if not isinstance(value, bool):
+        raise SpecError(f"{what} must be true or false, got {value!r}")
+
+
+def _epsilon(value: object, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise SpecError(f"{what} must be a positive number, got {value!r}")
 
 
 def _image(shape: Shape, layer: str) -> tuple[int, int, int]:
@@ -115,8 +126,7 @@ class Conv2D(_OneInput):
         _positive(self.kernel, "conv2d.kernel")
         _positive(self.stride, "conv2d.stride")
         _positive(self.groups, "conv2d.groups")
-        if not isinstance(self.bias, bool):
-            raise SpecError(f"conv2d.bias must be true or false, got {self.bias!r}")
+        _flag(self.bias, "conv2d.bias")
         explicit = isinstance(self.padding, int) and not isinstance(self.padding, bool) and self.padding >= 0
         if self.padding not in PADDINGS and not explicit:
             raise SpecError(f"conv2d.padding must be one of {', '.join(PADDINGS)} or pixels >= 0, got "
@@ -168,31 +178,43 @@ class MaxPool2D(_OneInput):
 
 @dataclass(frozen=True)
 class AvgPool2D(_OneInput):
+    """`padding` pixels per side are zeros that count in the mean (torch's count_include_pad, Keras's ZeroPadding2D
+    before the pool)."""
+
     pool: int = 2
     stride: int = 0  # 0 means "same as pool"
+    padding: int = 0
     kind: ClassVar[str] = "avgpool2d"
 
     def __post_init__(self) -> None:
         _positive(self.pool, "avgpool2d.pool")
         if self.stride:
             _positive(self.stride, "avgpool2d.stride")
+        padding = self.padding
+        if isinstance(padding, bool) or not isinstance(padding, int) or not 0 <= padding <= self.pool // 2:
+            raise SpecError(f"avgpool2d.padding must be pixels from 0 to half the pool, got {self.padding!r}")
 
     @property
     def step(self) -> int:
         return self.stride or self.pool
 
     def output_shape(self, shape: Shape) -> Shape:
-        return (*_window_output(shape, self.kind, self.pool, self.step, "valid"), shape[2])
+        return (*_window_output(shape, self.kind, self.pool, self.step, self.padding), shape[2])
 
 
 @dataclass(frozen=True)
 class GlobalAvgPool(_OneInput):
-    """The mean over height and width: an image becomes one value per channel."""
+    """The mean over height and width: an image becomes one value per channel, (C,) or with `keepdims` (1, 1, C)."""
 
+    keepdims: bool = False
     kind: ClassVar[str] = "global_avg_pool"
 
+    def __post_init__(self) -> None:
+        _flag(self.keepdims, "global_avg_pool.keepdims")
+
     def output_shape(self, shape: Shape) -> Shape:
-        return (_image(shape, self.kind)[2],)
+        channels = _image(shape, self.kind)[2]
+        return (1, 1, channels) if self.keepdims else (channels,)
 
 
 @dataclass(frozen=True)
@@ -205,8 +227,7 @@ class BatchNorm(_OneInput):
     kind: ClassVar[str] = "batchnorm"
 
     def __post_init__(self) -> None:
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or self.epsilon <= 0:
-            raise SpecError(f"batchnorm.epsilon must be a positive number, got {self.epsilon!r}")
+        _epsilon(self.epsilon, "batchnorm.epsilon")
         if isinstance(self.momentum, bool) or not isinstance(self.momentum, (int, float)) or not 0 < self.momentum <= 1:
             raise SpecError(f"batchnorm.momentum must be a number in (0, 1], got {self.momentum!r}")
 
@@ -228,8 +249,7 @@ class Dense(_OneInput):
 
     def __post_init__(self) -> None:
         _positive(self.units, "dense.units")
-        if not isinstance(self.bias, bool):
-            raise SpecError(f"dense.bias must be true or false, got {self.bias!r}")
+        _flag(self.bias, "dense.bias")
 
     def output_shape(self, shape: Shape) -> Shape:
         if len(shape) != 1:
@@ -243,13 +263,17 @@ class Dense(_OneInput):
 
 @dataclass(frozen=True)
 class Dropout(_OneInput):
-    """Zeroes `rate` of the values in training (the rest scaled by 1 / (1 - rate)); the identity in inference."""
+    """Zeroes `rate` of the values in training (the rest scaled by 1 / (1 - rate)); the identity in inference.
+    `per_example` draws one value per example for all its values (Keras's noise_shape (None, 1, 1, 1): the
+    stochastic depth of EfficientNet's blocks)."""
 
     rate: float = 0.5
+    per_example: bool = False
     kind: ClassVar[str] = "dropout"
 
     def __post_init__(self) -> None:
         _fraction(self.rate, "dropout.rate")
+        _flag(self.per_example, "dropout.per_example")
 
     def output_shape(self, shape: Shape) -> Shape:
         return shape
@@ -279,6 +303,152 @@ class ReLU6(_OneInput):
 
     def output_shape(self, shape: Shape) -> Shape:
         return shape
+
+
+@dataclass(frozen=True)
+class SiLU(_OneInput):
+    """x * sigmoid(x) (Keras's swish)."""
+
+    kind: ClassVar[str] = "silu"
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+
+@dataclass(frozen=True)
+class Sigmoid(_OneInput):
+    kind: ClassVar[str] = "sigmoid"
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+
+@dataclass(frozen=True)
+class GELU(_OneInput):
+    """x * Phi(x) with the exact normal CDF (torch's and Keras's default), or its tanh approximation."""
+
+    approximate: bool = False
+    kind: ClassVar[str] = "gelu"
+
+    def __post_init__(self) -> None:
+        _flag(self.approximate, "gelu.approximate")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+
+@dataclass(frozen=True)
+class LayerNorm(_OneInput):
+    """Normalizes each position over its channels (the last axis), then scales and shifts per channel; the variance
+    is the biased one, `epsilon` added to it."""
+
+    epsilon: float = 1e-5
+    kind: ClassVar[str] = "layernorm"
+
+    def __post_init__(self) -> None:
+        _epsilon(self.epsilon, "layernorm.epsilon")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {"scale": (shape[-1],), "offset": (shape[-1],)}
+
+
+@dataclass(frozen=True)
+class Rescale(_OneInput):
+    """x * scale + offset, constants of the net (Keras's Rescaling: pixels from [0, 255] to [0, 1])."""
+
+    scale: float = 1.0
+    offset: float = 0.0
+    kind: ClassVar[str] = "rescale"
+
+    def __post_init__(self) -> None:
+        for value, what in ((self.scale, "rescale.scale"), (self.offset, "rescale.offset")):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SpecError(f"{what} must be a finite number, got {value!r}")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+
+@dataclass(frozen=True)
+class Normalize(_OneInput):
+    """(x - mean) / max(sqrt(variance), 1e-7) per channel, with the mean and variance fixed state (Keras's
+    Normalization; `count`, the examples its adapt() saw, is state it holds too, so it is counted)."""
+
+    kind: ClassVar[str] = "normalize"
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+    def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {"mean": (shape[-1],), "variance": (shape[-1],), "count": ()}
+
+
+@dataclass(frozen=True)
+class ZeroPad2D(_OneInput):
+    """Zeros around an image, per side: the padding a conv or pool cannot take itself (uneven, as EfficientNet's
+    ((0, 1), (0, 1)) before a stride-2 conv)."""
+
+    top: int = 0
+    bottom: int = 0
+    left: int = 0
+    right: int = 0
+    kind: ClassVar[str] = "zeropad2d"
+
+    def __post_init__(self) -> None:
+        for side in ("top", "bottom", "left", "right"):
+            value = getattr(self, side)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise SpecError(f"zeropad2d.{side} must be pixels >= 0, got {_shown(value)}")
+            _at_most(value, f"zeropad2d.{side}")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, c = _image(shape, self.kind)
+        return (_at_most(h + self.top + self.bottom, "zeropad2d's height"),
+                _at_most(w + self.left + self.right, "zeropad2d's width"), c)
+
+
+@dataclass(frozen=True)
+class Upsample2D(_OneInput):
+    """Height and width times `scale`: each pixel repeated (nearest) or interpolated with half-pixel centres
+    (bilinear: torch's align_corners=False, Keras's and JAX's resize)."""
+
+    scale: int = 2
+    interpolation: str = "nearest"
+    kind: ClassVar[str] = "upsample2d"
+
+    def __post_init__(self) -> None:
+        _positive(self.scale, "upsample2d.scale")
+        if self.interpolation not in INTERPOLATIONS:
+            raise SpecError(f"upsample2d.interpolation must be one of {', '.join(INTERPOLATIONS)}, got "
+                            f"{self.interpolation!r}")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, c = _image(shape, self.kind)
+        return (_at_most(h * self.scale, "upsample2d's height"), _at_most(w * self.scale, "upsample2d's width"), c)
+
+
+@dataclass(frozen=True)
+class Reshape(_OneInput):
+    """The same values in a new shape (without the batch axis), read in channels-last order: (C,) to (1, 1, C)
+    before a squeeze-and-excite multiply."""
+
+    shape: tuple[int, ...]
+    kind: ClassVar[str] = "reshape"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.shape, (list, tuple)) or len(self.shape) not in (1, 3):
+            raise SpecError(f"reshape.shape must be a list of 1 or 3 sizes, got {_shown(self.shape)}")
+        for size in self.shape:
+            _positive(size, "reshape.shape entries")
+        object.__setattr__(self, "shape", tuple(self.shape))  # JSON gives a list; a frozen layer keeps a tuple
+
+    def output_shape(self, shape: Shape) -> Shape:
+        if math.prod(shape) != math.prod(self.shape):
+            raise SpecError(f"reshape of {shape} to {self.shape} changes the number of values")
+        return self.shape
 
 
 class _Merge:
@@ -317,10 +487,28 @@ class Concat(_Merge):
         return (*shapes[0][:-1], sum(shape[-1] for shape in shapes))
 
 
-Layer = (Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | Add
-         | Concat)
-LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm,
-                                                          Dense, Dropout, Flatten, ReLU, ReLU6, Add, Concat)}
+@dataclass(frozen=True)
+class Multiply(_Merge):
+    """The element-wise product, each axis equal or 1 and broadcast (squeeze-and-excite: (H, W, C) by (1, 1, C))."""
+
+    kind: ClassVar[str] = "multiply"
+
+    def output_shape(self, *shapes: Shape) -> Shape:
+        if len({len(shape) for shape in shapes}) != 1 or any(len({size for size in sizes} - {1}) > 1
+                                                              for sizes in zip(*shapes, strict=True)):
+            raise SpecError(f"multiply needs inputs of one rank whose sizes agree or are 1, got "
+                            f"{', '.join(map(str, shapes))}")
+        return tuple(max(sizes) for sizes in zip(*shapes, strict=True))
+
+
+Layer = (Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | SiLU
+         | Sigmoid | GELU | LayerNorm | Rescale | Normalize | ZeroPad2D | Upsample2D | Reshape | Add | Concat
+         | Multiply)
+LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
+    Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6, SiLU, Sigmoid, GELU,
+    LayerNorm, Rescale, Normalize, ZeroPad2D, Upsample2D, Reshape, Add, Concat, Multiply)}
+# The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
+ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "gelu", "rescale", "normalize")
 NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
 
 

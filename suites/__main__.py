@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from models import executions
 from models.allocators import CUDA_MODULE_LOADING, mode_names
-from models.catalogue import get_model, listed_models
+from models.catalogue import listed_models, load_model
 from models.estimate import Estimate, estimate, floor
 from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
@@ -29,6 +29,7 @@ from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import SetupError, frameworks, interpreter
 
 USAGE_ERROR = 2
+MODEL_FILE = "a model file: a JSON spec, a .keras file, model.to_json()'s JSON or a .onnx file (docs/models.md)"
 MAX_BATCH = MAX_SIZE  # the largest batch any command takes: the spec's largest size (see _batch)
 
 
@@ -122,13 +123,19 @@ def _saved(path: str, data: dict) -> bool:
 
 
 def _models(args: argparse.Namespace) -> int:
-    print(f"{'model':<12} {'trainable':>13} {'statistics':>11} {'fp32 weights':>14}  layers  input -> output  loss")
-    for spec in listed_models():
+    """The catalogue, or with --model-file the files given, each with its counts (a file's in the spec it imports
+    to, so what the suite would build)."""
+    specs = [load_spec_file(path) for path in args.model_file] if args.model_file else listed_models()
+    width = max(12, *(len(spec.name) for spec in specs))
+    print(f"{'model':<{width}} {'trainable':>13} {'statistics':>11} {'fp32 weights':>14}  layers  input -> output  "
+          f"loss")
+    for spec in specs:
         shapes = f"{'x'.join(map(str, spec.input_shape))} -> {'x'.join(map(str, spec.output_shape))}"
         weights = (spec.weight_bytes() + spec.statistics_bytes()) / 1e6
-        print(f"{spec.name:<12} {spec.param_count:>13,} {spec.statistics_count:>11,} {weights:>11.1f} MB  "
+        print(f"{spec.name:<{width}} {spec.param_count:>13,} {spec.statistics_count:>11,} {weights:>11.1f} MB  "
               f"{len(spec.layers):>6}  {shapes}  {spec.loss}")
-    print("plain-N: the plain family for any depth N (plain-8 shown)")
+    if not args.model_file:
+        print("plain-N: the plain family for any depth N (plain-8 shown)")
     return 0
 
 
@@ -139,7 +146,7 @@ def _estimate(args: argparse.Namespace) -> int:
     budget = None if args.budget is None else fit.parse_budget(args.budget)
     if budget is not None and args.batch:
         raise SpecError("--budget finds the batch: give no --batch")
-    spec = load_spec_file(args.model_file) if args.model_file else get_model(args.model)
+    spec = load_spec_file(args.model_file) if args.model_file else load_model(args.model)
     resolved = device.resolve(args.device)
     reason = unavailable(args.framework or "any", args.technique, args.scenario, resolved, spec)
     if reason:
@@ -329,8 +336,8 @@ def parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="one scenario in a fresh worker; prints its phases")
     run.add_argument("--framework", required=True, choices=frameworks())
     model = run.add_mutually_exclusive_group(required=True)
-    model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
-    model.add_argument("--model-file", help="a JSON spec file")
+    model.add_argument("--model", help="a catalogue name (see `models`), plain-N, or a model file")
+    model.add_argument("--model-file", help=MODEL_FILE)
     run.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
     run.add_argument("--batch", type=_batch, help="default: the model's own")
     run.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
@@ -346,12 +353,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the whole JSON record instead of the phase table")
     run.set_defaults(action=_run)
 
-    commands.add_parser("models", help="the catalogue with parameter counts").set_defaults(action=_models)
+    listing = commands.add_parser("models", help="the catalogue with parameter counts")
+    listing.add_argument("--model-file", action="append", default=[], help=f"instead: {MODEL_FILE} (repeatable)")
+    listing.set_defaults(action=_models)
 
     guess = commands.add_parser("estimate", help="what a scenario will hold per phase, from its spec")
     model = guess.add_mutually_exclusive_group(required=True)
-    model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
-    model.add_argument("--model-file", help="a JSON spec file")
+    model.add_argument("--model", help="a catalogue name (see `models`), plain-N, or a model file")
+    model.add_argument("--model-file", help=MODEL_FILE)
     guess.add_argument("--batch", type=_batch, help="default: the model's own")
     guess.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     guess.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
@@ -380,8 +389,8 @@ def parser() -> argparse.ArgumentParser:
 
     fits = commands.add_parser("fit", help="the largest batch within a memory budget, by bisection")
     model = fits.add_mutually_exclusive_group(required=True)
-    model.add_argument("--model", help="a catalogue name (see `models`) or plain-N")
-    model.add_argument("--model-file", help="a JSON spec file")
+    model.add_argument("--model", help="a catalogue name (see `models`), plain-N, or a model file")
+    model.add_argument("--model-file", help=MODEL_FILE)
     fits.add_argument("--framework", required=True, choices=frameworks())
     fits.add_argument("--budget", required=True, help="a size with a case-sensitive unit: B, kB, MB, GB (powers of "
                                                        "10) or KiB, MiB, GiB (powers of 2), e.g. 2GiB, 900MB")
@@ -398,7 +407,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--suite", default="default")
     bench.add_argument("--device", default="auto", choices=DEVICES)
     bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
-    bench.add_argument("--models", default="", help="comma-separated; default: the suite's")
+    bench.add_argument("--models", default="", help="comma-separated names or model files; default: the suite's")
     bench.add_argument("--batches", default="", help="comma-separated batch grid replacing the suite's (sweeps: "
                                                      "e.g. 10,20,...,200 to see TensorFlow's steps)")
     bench.add_argument("--timeout", type=_seconds, default=600.0, help="seconds per scenario")

@@ -9,9 +9,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
+from models.protocol import write_scenario
+from models.scenario import Scenario
+from models.spec import ModelSpec
 from suites.run.orchestrator import worker_environment
 from suites.run.registry import ROOT, frameworks, interpreter
 
@@ -25,6 +29,23 @@ def run_worker(framework: str, *args: str, timeout: float = 600) -> str:
                           env=worker_environment(), capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+def forward_everywhere(spec: ModelSpec, arrays: dict[str, np.ndarray], folder: Path, training: bool = False,
+                       frameworks_run: tuple[str, ...] | list[str] = FRAMEWORKS) -> dict[str, dict[str, np.ndarray]]:
+    """The worker's forward job in each framework on the same canonical arrays (`inputs`, `targets`, and each
+    layer's weights as `layer{index}_{name}`): its output, loss and running statistics, per framework."""
+    arrays_path = folder / "arrays.npz"
+    np.savez(arrays_path, **arrays)
+    results = {}
+    for framework in frameworks_run:
+        scenario = Scenario(framework=framework, model=spec.name, batch=len(arrays["inputs"]),
+                            spec_json=spec.to_dict())
+        out = folder / f"{framework}.npz"
+        run_worker(framework, "forward", write_scenario(scenario.to_dict(), folder), str(arrays_path), str(out),
+                   *(["--training"] if training else []))
+        results[framework] = dict(np.load(out))
+    return results
 
 
 def workers_of(command: subprocess.Popen, ready: Callable[[], bool] = lambda: True) -> list[psutil.Process]:

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 
 from models import allocators, executions
-from models.catalogue import get_model
+from models.catalogue import load_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
 from suites.analysis.constants import PROBES
@@ -115,7 +115,7 @@ def suite_settings(name: str) -> tuple[tuple[Part, ...], tuple[str, ...], tuple[
     chosen_frameworks = _listed("FOOTPRINT_FRAMEWORKS", tuple(frameworks()), frameworks(), "framework")
     models = _listed("FOOTPRINT_MODELS", (), None, "model") or None
     for model in models or ():
-        get_model(model)  # raises with the valid names
+        load_model(model)  # raises with the valid names, or the file's one-line error
     return SUITES[name], chosen_frameworks, models, device.resolve(os.environ.get("FOOTPRINT_DEVICE", "auto"))
 
 
