@@ -11,6 +11,7 @@ as compile-time; XLA's static memory plan of each executable is in the record to
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -28,6 +29,7 @@ from models.record import (
 )
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import (
+    GELU,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -38,9 +40,18 @@ from models.spec import (
     Flatten,
     GlobalAvgPool,
     Layer,
+    LayerNorm,
     MaxPool2D,
+    Multiply,
+    Normalize,
     ReLU,
     ReLU6,
+    Rescale,
+    Reshape,
+    Sigmoid,
+    SiLU,
+    Upsample2D,
+    ZeroPad2D,
 )
 
 if TYPE_CHECKING:
@@ -171,11 +182,12 @@ class JaxAdapter(Adapter):
                 weights["kernel"] = jax.random.uniform(key, step.params["kernel"], minval=-bound, maxval=bound)
             if "bias" in step.params:
                 weights["bias"] = jax.numpy.zeros(step.params["bias"])
-            if "scale" in step.params:  # batch norm starts at scale 1, offset 0, mean 0, variance 1 everywhere
+            if "scale" in step.params:  # batch and layer norm start at scale 1, offset 0 everywhere
                 weights |= {"scale": jax.numpy.ones(step.params["scale"]),
                             "offset": jax.numpy.zeros(step.params["offset"])}
             self.params.append(weights)
-            self.state.append({name: (jax.numpy.zeros if name == "mean" else jax.numpy.ones)(shape)
+            # ... batch norm and normalize at mean 0, variance 1 (and normalize's count at 0)
+            self.state.append({name: (jax.numpy.ones if name == "variance" else jax.numpy.zeros)(shape)
                                for name, shape in step.statistics.items()})
         self.inputs = jax.random.normal(jax.random.fold_in(root, len(self.spec.layers)), self.input_shape)
         if self.spec.loss == "cross_entropy":
@@ -330,9 +342,11 @@ class JaxAdapter(Adapter):
         return np.asarray(out), float(loss)
 
     def statistics(self) -> list[dict[str, np.ndarray]]:
+        """Batch norm's running statistics (normalize's are fixed: reported by no adapter)."""
         import numpy as np
 
-        return [{name: np.asarray(value) for name, value in layer.items()} for layer in self.state]
+        return [{name: np.asarray(value) for name, value in state.items()} if isinstance(layer, BatchNorm) else {}
+                for layer, state in zip(self.spec.layers, self.state, strict=True)]
 
 
 def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], training: bool,
@@ -361,16 +375,30 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
         pad = ((0, 0), (layer.padding,) * 2, (layer.padding,) * 2, (0, 0))  # padded with -inf: it never wins
         return jax.lax.reduce_window(x, -numpy.inf, jax.lax.max, (1, layer.pool, layer.pool, 1),
                                      (1, layer.step, layer.step, 1), pad), None
-    if isinstance(layer, AvgPool2D):
+    if isinstance(layer, AvgPool2D):  # padded with zeros that count in the mean (torch's count_include_pad)
+        pad = ((0, 0), (layer.padding,) * 2, (layer.padding,) * 2, (0, 0))
         total = jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, layer.pool, layer.pool, 1),
-                                      (1, layer.step, layer.step, 1), "VALID")
+                                      (1, layer.step, layer.step, 1), pad)
         return total / layer.pool**2, None
-    if isinstance(layer, Dropout) and training and layer.rate:
-        keep = jax.random.bernoulli(key, 1 - layer.rate, x.shape)
+    if isinstance(layer, Dropout) and training and layer.rate:  # per example: one draw broadcast over its values
+        shape = (x.shape[0], *(1,) * (x.ndim - 1)) if layer.per_example else x.shape
+        keep = jax.random.bernoulli(key, 1 - layer.rate, shape)
         return numpy.where(keep, x / (1 - layer.rate), 0), None
-    simple = {GlobalAvgPool: lambda: x.mean((1, 2)), Flatten: lambda: x.reshape(x.shape[0], -1),
-              ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), Dropout: lambda: x,
-              Add: lambda: sum(inputs[1:], x), Concat: lambda: numpy.concatenate(inputs, axis=-1)}
+    if isinstance(layer, LayerNorm):
+        mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mean) * jax.lax.rsqrt(variance + layer.epsilon) * params["scale"] + params["offset"], None
+    if isinstance(layer, Upsample2D):  # half-pixel centres: nearest repeats each pixel `scale` times
+        size = (x.shape[0], x.shape[1] * layer.scale, x.shape[2] * layer.scale, x.shape[3])
+        return jax.image.resize(x, size, method=layer.interpolation), None
+    simple = {GlobalAvgPool: lambda: x.mean((1, 2), keepdims=layer.keepdims),
+              Flatten: lambda: x.reshape(x.shape[0], -1), Reshape: lambda: x.reshape(x.shape[0], *layer.shape),
+              ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), SiLU: lambda: jax.nn.silu(x),
+              Sigmoid: lambda: jax.nn.sigmoid(x), GELU: lambda: jax.nn.gelu(x, approximate=layer.approximate),
+              Rescale: lambda: x * layer.scale + layer.offset,
+              Normalize: lambda: (x - state["mean"]) / numpy.maximum(numpy.sqrt(state["variance"]), 1e-7),
+              ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),
+              Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
+              Concat: lambda: numpy.concatenate(inputs, axis=-1)}
     return simple[type(layer)](), None
 
 

@@ -25,6 +25,7 @@ from models import allocators, backends, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS, Scenario
 from models.spec import (
+    GELU,
     INPUT,
     Add,
     AvgPool2D,
@@ -35,10 +36,19 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    LayerNorm,
     LayerShapes,
     MaxPool2D,
+    Multiply,
+    Normalize,
     ReLU,
     ReLU6,
+    Rescale,
+    Reshape,
+    Sigmoid,
+    SiLU,
+    Upsample2D,
+    ZeroPad2D,
 )
 
 if TYPE_CHECKING:
@@ -215,14 +225,30 @@ class KerasAdapter(Adapter):
         if isinstance(layer, BatchNorm):  # Keras's momentum is the old statistic's weight, the spec's the new one's
             return [keras.layers.BatchNormalization(axis=-1, momentum=1.0 - layer.momentum, epsilon=layer.epsilon,
                                                     **dtype)]
+        if isinstance(layer, AvgPool2D):  # torch's padding counts in the mean: zeros, then a valid pool
+            pad = [keras.layers.ZeroPadding2D(layer.padding, **dtype)] if layer.padding else []
+            return [*pad, keras.layers.AveragePooling2D(layer.pool, layer.step, "valid", **dtype)]
+        # one draw per example: Keras's noise_shape, the batch's axis left to the input
+        noise = (None, *(1,) * len(step.input_shape)) if isinstance(layer, Dropout) and layer.per_example else None
         simple = {
-            AvgPool2D: lambda: keras.layers.AveragePooling2D(layer.pool, layer.step, "valid", **dtype),
-            GlobalAvgPool: lambda: keras.layers.GlobalAveragePooling2D(**dtype),
-            Dropout: lambda: keras.layers.Dropout(layer.rate, seed=0, **dtype),
+            GlobalAvgPool: lambda: keras.layers.GlobalAveragePooling2D(keepdims=layer.keepdims, **dtype),
+            Dropout: lambda: keras.layers.Dropout(layer.rate, noise_shape=noise, seed=0, **dtype),
             Flatten: lambda: keras.layers.Flatten(**dtype),
+            Reshape: lambda: keras.layers.Reshape(layer.shape, **dtype),
             ReLU: lambda: keras.layers.ReLU(**dtype),
             ReLU6: lambda: keras.layers.ReLU(max_value=6.0, **dtype),
+            SiLU: lambda: keras.layers.Activation("silu", **dtype),
+            Sigmoid: lambda: keras.layers.Activation("sigmoid", **dtype),
+            GELU: lambda: keras.layers.Activation(
+                functools.partial(keras.activations.gelu, approximate=layer.approximate), **dtype),
+            LayerNorm: lambda: keras.layers.LayerNormalization(axis=-1, epsilon=layer.epsilon, **dtype),
+            Rescale: lambda: keras.layers.Rescaling(layer.scale, layer.offset, **dtype),
+            Normalize: lambda: keras.layers.Normalization(axis=-1, **dtype),
+            ZeroPad2D: lambda: keras.layers.ZeroPadding2D(((layer.top, layer.bottom), (layer.left, layer.right)),
+                                                          **dtype),
+            Upsample2D: lambda: keras.layers.UpSampling2D(layer.scale, interpolation=layer.interpolation, **dtype),
             Add: lambda: keras.layers.Add(**dtype),
+            Multiply: lambda: keras.layers.Multiply(**dtype),
             Concat: lambda: keras.layers.Concatenate(axis=-1, **dtype),
         }
         if type(layer) not in simple:
@@ -270,7 +296,8 @@ class KerasAdapter(Adapter):
         return sum(math.prod(variable.shape) for variable in self.model.trainable_weights)
 
     def statistics_count(self) -> int:
-        """Batch norm's moving mean and variance: Keras's non-trainable weights (dropout's seed is no weight)."""
+        """Batch norm's moving mean and variance, Normalization's mean, variance and count: Keras's non-trainable
+        weights (dropout's seed is no weight)."""
         return sum(math.prod(variable.shape) for variable in self.model.non_trainable_weights)
 
     def compile(self) -> dict[str, object]:
@@ -372,14 +399,16 @@ class KerasAdapter(Adapter):
 
 
     def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
-        """Keras orders each layer's weights as the spec does: kernel, bias; batch norm's gamma, beta, moving mean
-        and moving variance."""
+        """Keras orders each layer's weights as the spec does: kernel, bias; batch and layer norm's gamma, beta
+        (batch norm's moving mean and moving variance after); Normalization's mean, variance and count."""
         for step, layer in zip(self.spec.walk(), self.layers, strict=True):
             if step.weights:
                 values = [weights[step.index][name] for name in step.weights]
                 if _depthwise(step):  # canonical (k, k, 1, C), Keras's depthwise kernel (k, k, C, 1)
                     values[0] = values[0].transpose(0, 1, 3, 2)
                 layer.set_weights(values)
+                if isinstance(step.layer, Normalize):  # its call reads constants made from the weights at build
+                    layer.finalize_state()
 
     def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
         """One call of the model, eagerly: in training its batch norms assign their moving statistics once (on

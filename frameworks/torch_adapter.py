@@ -17,6 +17,7 @@ from models import allocators, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import (
+    GELU,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -26,11 +27,20 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    LayerNorm,
     LayerShapes,
     MaxPool2D,
     ModelSpec,
+    Multiply,
+    Normalize,
     ReLU,
     ReLU6,
+    Rescale,
+    Reshape,
+    Sigmoid,
+    SiLU,
+    Upsample2D,
+    ZeroPad2D,
     same_padding,
 )
 
@@ -39,6 +49,9 @@ if TYPE_CHECKING:
 
     import numpy as np
     import torch
+
+# batch norm's and layer norm's weights by the spec's names
+NORM_WEIGHTS = {"scale": "weight", "offset": "bias", "mean": "running_mean", "variance": "running_var"}
 
 
 def _channels_first(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -72,7 +85,8 @@ def _graph_net(spec: ModelSpec, modules: list[torch.nn.Module], technique: str) 
 
 
 def _merge(kind: str) -> torch.nn.Module:
-    """add and concat as modules of several inputs (channels are torch's axis 1)."""
+    """add, multiply and concat as modules of several inputs (channels are torch's axis 1; a multiply's axes of 1
+    broadcast as they do channels-last)."""
 
     class Merge(torch.nn.Module):
         def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
@@ -80,21 +94,102 @@ def _merge(kind: str) -> torch.nn.Module:
                 return torch.cat(inputs, dim=1)
             total = inputs[0]
             for tensor in inputs[1:]:
-                total = total + tensor
+                total = total * tensor if kind == "multiply" else total + tensor
             return total
 
     return Merge()
 
 
-def _global_avg_pool() -> torch.nn.Module:
+def _global_avg_pool(keepdims: bool) -> torch.nn.Module:
     """The mean over H and W: its backward needs only the shape, so it keeps nothing (AdaptiveAvgPool2d keeps its
     input)."""
 
     class GlobalAvgPool(torch.nn.Module):
         def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-            return inputs.mean((2, 3))
+            return inputs.mean((2, 3), keepdim=keepdims)
 
     return GlobalAvgPool()
+
+
+def _layer_norm(channels: int, epsilon: float, device: torch.device) -> torch.nn.Module:
+    """LayerNorm over the channels, which are torch's axis 1 in an image: moved last and back (timm's LayerNorm2d)."""
+
+    class ChannelLayerNorm(torch.nn.LayerNorm):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            if inputs.dim() == 2:
+                return super().forward(inputs)
+            return super().forward(inputs.movedim(1, -1)).movedim(-1, 1)
+
+    return ChannelLayerNorm(channels, eps=epsilon, device=device)
+
+
+def _normalize(shape: tuple[int, ...], device: torch.device) -> torch.nn.Module:
+    """Keras's Normalization: fixed per-channel mean and variance (and the count its adapt() saw), buffers that no
+    step updates, so they count as statistics as batch norm's do."""
+    channels = (shape[-1], *(1,) * (len(shape) - 1))  # broadcast along torch's channel axis
+
+    class Normalize(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(shape[-1], device=device))
+            self.register_buffer("variance", torch.ones(shape[-1], device=device))
+            self.register_buffer("count", torch.zeros((), device=device))
+
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            deviation = self.variance.sqrt().clamp(min=1e-7).view(channels)  # Keras's backend.epsilon()
+            return (inputs - self.mean.view(channels)) / deviation
+
+    return Normalize()
+
+
+def _reshape(shape: tuple[int, ...]) -> torch.nn.Module:
+    """The spec's reshape reads channels-last: an image goes channels-last first, and an image result back."""
+
+    class Reshape(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            out = (inputs.permute(0, 2, 3, 1) if inputs.dim() == 4 else inputs).reshape(inputs.shape[0], *shape)
+            return out.permute(0, 3, 1, 2) if out.dim() == 4 else out
+
+    return Reshape()
+
+
+def _rescale(scale: float, offset: float) -> torch.nn.Module:
+    """x * scale + offset with constants, as Keras's Rescaling (torch has no such module)."""
+
+    class Rescale(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return inputs * scale + offset
+
+    return Rescale()
+
+
+def _dropout(rate: float, per_example: bool) -> torch.nn.Module:
+    """nn.Dropout, or one draw per example for all its values (torchvision's StochasticDepth in "row" mode, which
+    torch itself lacks)."""
+    if not per_example:
+        return torch.nn.Dropout(rate)
+
+    class ExampleDropout(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            if not self.training or not rate:
+                return inputs
+            shape = (inputs.shape[0], *(1,) * (inputs.dim() - 1))
+            keep = torch.empty(shape, dtype=inputs.dtype, device=inputs.device).bernoulli_(1 - rate)
+            return inputs * keep.div_(1 - rate)
+
+    return ExampleDropout()
+
+
+def _flattened_image(walk: list[LayerShapes], source: int) -> tuple[int, ...] | None:
+    """The image whose flatten a layer reads, through layers that keep the flat values' order (dropout, an
+    activation, a normalization): torch flattens channels-first, so that layer's per-feature weights load permuted.
+    None where the values are not a flattened image (a reshape orders them canonically)."""
+    while source >= 0 and not isinstance(walk[source].layer, Flatten):
+        step = walk[source]
+        if len(step.inputs) != 1 or step.input_shape != step.output_shape or len(step.output_shape) != 1:
+            return None
+        source = step.inputs[0]
+    return walk[source].input_shape if source >= 0 and len(walk[source].input_shape) == 3 else None
 
 
 def device_of(name: str) -> torch.device:
@@ -186,13 +281,24 @@ class TorchAdapter(Adapter):
             return nn.Linear(step.input_shape[0], layer.units, bias=layer.bias, device=self.device)
         simple = {
             MaxPool2D: lambda: nn.MaxPool2d(layer.pool, layer.step, layer.padding),
-            AvgPool2D: lambda: nn.AvgPool2d(layer.pool, layer.step),
-            GlobalAvgPool: _global_avg_pool,
-            Dropout: lambda: nn.Dropout(layer.rate),
+            AvgPool2D: lambda: nn.AvgPool2d(layer.pool, layer.step, layer.padding, count_include_pad=True),
+            GlobalAvgPool: lambda: _global_avg_pool(layer.keepdims),
+            Dropout: lambda: _dropout(layer.rate, layer.per_example),
             Flatten: nn.Flatten,
             ReLU: lambda: nn.ReLU(inplace=in_place),
             ReLU6: lambda: nn.ReLU6(inplace=in_place),
+            SiLU: lambda: nn.SiLU(inplace=in_place),
+            Sigmoid: nn.Sigmoid,
+            GELU: lambda: nn.GELU(approximate="tanh" if layer.approximate else "none"),
+            LayerNorm: lambda: _layer_norm(step.input_shape[-1], layer.epsilon, self.device),
+            Rescale: lambda: _rescale(layer.scale, layer.offset),
+            Normalize: lambda: _normalize(step.input_shape, self.device),
+            ZeroPad2D: lambda: nn.ZeroPad2d((layer.left, layer.right, layer.top, layer.bottom)),
+            Upsample2D: lambda: nn.Upsample(scale_factor=layer.scale, mode=layer.interpolation,
+                                            align_corners=False if layer.interpolation == "bilinear" else None),
+            Reshape: lambda: _reshape(layer.shape),
             Add: lambda: _merge("add"),
+            Multiply: lambda: _merge("multiply"),
             Concat: lambda: _merge("concat"),
         }
         return simple[type(layer)]()
@@ -213,7 +319,7 @@ class TorchAdapter(Adapter):
         with torch.no_grad():
             for step, module in self._weighted():
                 if "kernel" not in step.params:
-                    continue  # batch norm starts at scale 1, offset 0, mean 0, variance 1 everywhere
+                    continue  # batch and layer norm start at scale 1, offset 0 (mean 0, variance 1) everywhere
                 bound = init_bound(step)
                 module.weight.uniform_(-bound, bound)
                 if module.bias is not None:
@@ -229,8 +335,9 @@ class TorchAdapter(Adapter):
         return sum(p.numel() for p in self.model.parameters())
 
     def _statistics_buffers(self) -> list[torch.Tensor]:
-        """Batch norm's running mean and variance; its int64 num_batches_tracked counter is not a statistic (it
-        matters only with momentum=None, which the spec never uses)."""
+        """Batch norm's running mean and variance and normalize's fixed ones (and count); batch norm's int64
+        num_batches_tracked counter is not a statistic (it matters only with momentum=None, which the spec never
+        uses)."""
         return [buffer for buffer in self.model.buffers() if buffer.is_floating_point()]
 
     def statistics_count(self) -> int:
@@ -385,21 +492,23 @@ class TorchAdapter(Adapter):
             if not step.weights:
                 continue
             given = {name: torch.from_numpy(value.copy()) for name, value in weights[step.index].items()}
-            if isinstance(step.layer, BatchNorm):
-                targets = {"scale": module.weight, "offset": module.bias, "mean": module.running_mean,
-                           "variance": module.running_var}
+            image = _flattened_image(walk, step.inputs[0])
+            if image and not isinstance(step.layer, Dense):  # per feature: canonical (h, w, c) order, torch's (c, h, w)
+                given = {name: value.reshape(image).permute(2, 0, 1).reshape(-1) if value.dim() == 1 else value
+                         for name, value in given.items()}
+            if isinstance(step.layer, (BatchNorm, LayerNorm)):  # the spec's names for torch's; layer norm has two
+                targets = {name: getattr(module, attribute) for name, attribute in NORM_WEIGHTS.items()
+                           if name in given}
+            elif isinstance(step.layer, Normalize):
+                targets = dict(module.named_buffers())  # its buffers have the spec's names
             else:
                 module = module[-1] if isinstance(module, torch.nn.Sequential) else module
                 kernel = given["kernel"]
                 if isinstance(step.layer, Conv2D):
                     kernel = kernel.permute(3, 2, 0, 1)  # HWIO -> OIHW
                 else:
-                    source = step.inputs[0]
-                    flattened = source >= 0 and isinstance(walk[source].layer, Flatten) and \
-                        len(walk[source].input_shape) == 3
-                    if flattened:  # canonical rows are (h, w, c); torch flattens (c, h, w)
-                        kernel = kernel.reshape(*walk[source].input_shape, -1).permute(2, 0, 1, 3)
-                        kernel = kernel.reshape(given["kernel"].shape)
+                    if image:  # canonical rows are (h, w, c); torch flattens (c, h, w)
+                        kernel = kernel.reshape(*image, -1).permute(2, 0, 1, 3).reshape(given["kernel"].shape)
                     kernel = kernel.T
                 given["kernel"] = kernel
                 targets = {"kernel": module.weight, "bias": module.bias}
@@ -419,6 +528,12 @@ class TorchAdapter(Adapter):
         return (out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy(), loss
 
     def statistics(self) -> list[dict[str, np.ndarray]]:
-        return [{"mean": module.running_mean.cpu().numpy(), "variance": module.running_var.cpu().numpy()}
-                if isinstance(step.layer, BatchNorm) else {}
-                for step, module in zip(self.spec.walk(), self.model.layers, strict=True)]
+        """Batch norm's running statistics in canonical order (after a flatten, torch's features are (c, h, w))."""
+        walk, found = self.spec.walk(), []
+        for step, module in zip(walk, self.model.layers, strict=True):
+            image = _flattened_image(walk, step.inputs[0]) if isinstance(step.layer, BatchNorm) else None
+            found.append({name: (value.reshape(image[2], *image[:2]).permute(1, 2, 0).reshape(-1) if image else value)
+                          .cpu().numpy() for name, value in (("mean", module.running_mean),
+                                                             ("variance", module.running_var))}
+                         if isinstance(step.layer, BatchNorm) else {})
+        return found

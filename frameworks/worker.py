@@ -2,7 +2,7 @@
 
     python -m frameworks.worker scenario SCENARIO_FILE OUT_JSON
         [--fault PHASE:raise|hang|abort|garbage|allocator-oom|allocator-warning|exhaust]
-    python -m frameworks.worker params FRAMEWORK MODEL...
+    python -m frameworks.worker params FRAMEWORK MODEL...    (catalogue names or model files)
     python -m frameworks.worker forward SCENARIO_FILE ARRAYS_NPZ OUT_NPZ [--training]
     python -m frameworks.worker ahead SCENARIO_FILE OUT_JSON    (the compile helper, started by a scenario worker)
 
@@ -39,7 +39,7 @@ from pathlib import Path
 from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from frameworks.rss_sampler import RssSampler
-from models.catalogue import get_model
+from models.catalogue import load_model
 from models.protocol import HELPER_PREFIX, MARK_VARIABLE, write_scenario
 from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.job == "params":
         for name in args.models:
-            get_model(name)  # fail on a bad name before any framework loads
+            load_model(name)  # fail on a bad name or file before any framework loads
         print(json.dumps(count_params(args.framework, args.models)))
         return 0
     scenario = Scenario.from_dict(json.loads(Path(args.scenario_file).read_text()))

@@ -15,7 +15,7 @@ from itertools import accumulate
 
 from models import techniques
 from models.scenario import DTYPES, PHASES
-from models.spec import INPUT, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
+from models.spec import ELEMENTWISE, INPUT, AvgPool2D, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
 
 CATEGORIES = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs", "saved_activations",
               "half_weights", "transient", "update_temporaries", "init_temporaries", "library_workspace",
@@ -27,8 +27,10 @@ INT64, BOOL, FLOAT32 = 8, 1, 4
 # output's size), "indices" (int64 of the output's size), "residual" (a new tensor of the output's size in the
 # activations' dtype, made inside the layer), "channels" (one float32 vector of the output's channels, whatever the
 # batch), "copy" (a re-laid-out copy of its input, made inside the layer: Keras's channels-first copy on torch),
-# "kernel" (a re-laid-out copy of its kernel, whatever the batch). A tensor two layers keep is counted once.
-SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels", "copy", "kernel")
+# "kernel" (a re-laid-out copy of its kernel, whatever the batch), "positions" (one float32 per position of the
+# output, its values over its channels: layer norm's per-position statistics). A tensor two layers keep is counted
+# once. A per-example dropout's mask or noise is one value per example, not per output value.
+SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels", "copy", "kernel", "positions")
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,18 @@ class Rules:
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
                  "relu6": ("output",), "maxpool2d": ("input",), "avgpool2d": (), "global_avg_pool": (),
-                 "dropout": ("mask",), "add": (), "concat": (), "pad": (), "flatten": ()}
+                 "dropout": ("mask",), "add": (), "concat": (), "pad": (), "flatten": (), "silu": ("input",),
+                 "sigmoid": ("output",), "gelu": ("input",), "layernorm": ("input",), "rescale": (), "normalize": (),
+                 "zeropad2d": (), "upsample2d": (), "reshape": (), "multiply": ("input",)}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
 BN_CHANNELS = ("channels",) * 4  # the per-channel vectors a composed batch norm's gradient reads (Keras)
+TORCH_LAYERNORM = ("input", "positions", "positions")  # native_layer_norm: its input, mean and rstd (torch, Keras)
+# jax.vjp's residuals of jax.nn's activations (JAX and Keras on JAX): silu its input, the sigmoid and its derivative;
+# sigmoid the derivative (not its output); the exact gelu erfc, exp and a product (not its input)
+JAX_ACTIVATIONS = {"silu": ("input", "residual", "residual"), "sigmoid": ("residual",), "gelu": ("residual",) * 3}
+NORMALIZE_DIVISOR = ("channels",)  # the (1, 1, 1, C) max(sqrt(variance), 1e-7) a composed normalization divides by
 RULES = {
     "neutral": Rules(
         saves=NEUTRAL_SAVES, cuda_saves={}, in_place_saves={}, label_bytes=INT64, explicit_padding=False,
@@ -75,12 +84,15 @@ RULES = {
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=False, streams_on=(),
         init_copies=0, accumulator_copies=0, update_temporaries={},
         why="no framework named: what a backward pass needs at least: each weighted layer (conv, dense, batch norm)"
-            " keeps its input, ReLU and ReLU6 their output, max-pool its input, dropout a boolean mask; average"
-            " pooling, the global mean, add and concat are linear and keep nothing; every gradient is live at the"
-            " update, which allocates nothing"),
+            " keeps its input, ReLU and ReLU6 their output, max-pool its input, dropout a boolean mask (one per example"
+            " when per example); SiLU and GELU their input, sigmoid its output, layer norm its input, multiply its"
+            " inputs; average pooling, the global mean, add, concat, rescale, normalize (its statistics fixed), zero"
+            " padding, upsampling and reshape are linear and keep nothing; every gradient is live at the update, which"
+            " allocates nothing"),
     "torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
-                               "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",)},
+                               "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",),
+                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR},
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
         explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
@@ -93,7 +105,12 @@ RULES = {
             " reads the original input) a clone of it, so in place it keeps as much (relu_ keeps its result);"
             " avg_pool2d its input; add, cat and the mean over H and W nothing; dropout on the CPU multiplies by a"
             " float noise tensor it keeps, on CUDA the fused native_dropout keeps a bool mask (torchgen's"
-            " derivatives.yaml: result1; not run here); ZeroPad2d's padded copy replaces the conv input where 'same' is"
+            " derivatives.yaml: result1; not run here), per example (a mul by (N, 1, 1, 1) noise) the noise only;"
+            " silu and gelu keep their input, sigmoid its output, native_layer_norm its input and per-position mean"
+            " and rstd, mul both inputs (a broadcast one is small), a normalization its per-channel divisor (its"
+            " statistics fixed); a scalar affine, constant_pad_nd, upsample_nearest2d, upsample_bilinear2d and a"
+            " view keep nothing but shapes, avg_pool2d its input with its padding inside (measured with the hooks on"
+            " the CPU, no GPU figure yet); ZeroPad2d's padded copy replaces the conv input where 'same' is"
             " uneven, integer padding is inside the conv; Adam's state arrives in the first step(); on the CPU Adam"
             " runs per tensor (sqrt and divide make two temporaries of the largest parameter), on CUDA it is foreach"
             " (_foreach_sqrt makes one temporary of every parameter); gradients stay until zero_grad; these are the"
@@ -108,7 +125,9 @@ RULES = {
             " allocator keeps the blocks a phase freed, so the card loses in a phase at least what it lost in the one"
             " before (inference after training holds the step's blocks), unless empty_cache returned them"),
     "keras-tensorflow": Rules(
-        saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS)},
+        saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS),
+                               "gelu": ("residual",) * 3, "layernorm": ("input", "residual", *("positions",) * 3),
+                               "normalize": NORMALIZE_DIVISOR},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         keeps_pages_on=("cpu",), holds_run_inputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_on=("cpu", "cuda"),
@@ -121,7 +140,13 @@ RULES = {
             " and output, AvgPool, Mean, AddV2 and ConcatV2 only shapes; Keras's BatchNormalization is composed"
             " (tf.nn.moments, tf.nn.batch_normalization): SquaredDifference and Mul keep its input plus per-channel"
             " mean, rsqrt and scale (not the fused kernel; grappler might still rewrite it); stateless_dropout keeps"
-            " the bool keep-mask of its SelectV2; Keras pads integer padding with ZeroPadding2D and max-pool padding"
+            " the bool keep-mask of its SelectV2 (per example, an (N, 1, 1, 1) one); silu's custom gradient keeps its"
+            " input, SigmoidGrad the output; Keras's composed ops (the forward tensors the traced step's gradient"
+            " reads, on the CPU): gelu erfc and two products, layer norm its input, its scale times rsqrt (of the"
+            " input's size) and three per-position tensors, normalization its per-channel divisor, Mul both inputs;"
+            " Pad, Tile (nearest upsampling), Reshape and the mean nothing (bilinear's ResizeBilinearGrad reads its"
+            " input for the shape, which the rules do not count); Keras pads integer padding (a conv's, an average"
+            " pool's) with ZeroPadding2D and max-pool padding"
             " with a -inf pad layer, padded copies whose Pad gradient keeps nothing (XLA, where Keras compiles with it,"
             " may fold them into the conv); Keras builds the optimizer's variables at the first train_on_batch, before"
             " the step runs (Trainer._symbolic_build); the traced step is a dataflow graph, so each variable's update"
@@ -136,7 +161,8 @@ RULES = {
             " backward ends (resnet50's checkpoint step: 673 MiB, 711 estimated so, 577 if each were freed once the"
             " backward passed it)"),
     "jax": Rules(
-        saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3},
+        saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3, **JAX_ACTIVATIONS,
+                               "layernorm": ("residual",) * 3 + ("positions",) * 3, "normalize": NORMALIZE_DIVISOR},
         cuda_saves={"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}, in_place_saves={},
         label_bytes=4, explicit_padding=False, pixel_padding=False, in_flight=5, cuda_init_copies=0,
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_on=("cuda",),
@@ -148,7 +174,15 @@ RULES = {
             " batch norm keeps three tensors of its size (2(x - mean) from the variance's square, x - mean, and the"
             " normalized x), which XLA's CPU buffers confirm (+3 activations per batch norm, per-channel vectors"
             " negligible); measured on XLA's CPU, ReLU after batch norm costs nothing and a lone ReLU a float"
-            " activation rather than a bool mask, dropout about two: the rules keep the residuals; bnrelu is estimated"
+            " activation rather than a bool mask, dropout about two: the rules keep the residuals; the newer kinds'"
+            " residuals (measured on the CPU, no GPU figure yet): silu its input, the sigmoid and its derivative,"
+            " sigmoid the derivative, the exact gelu three tensors of its size (erfc, exp, a product; the tanh gelu its"
+            " input and four), the plain-jnp layer norm three of its size and three per position (XLA's CPU plan keeps"
+            " about one: the rules keep the residuals), normalize its per-channel divisor, mul both inputs; the scalar"
+            " affine, pad, resize (its index or weight vectors are small) and reshape nothing; a per-example dropout"
+            " mask is one value per example (XLA fuses its broadcast: +0 activations in the plan), and an average"
+            " pool's jnp.pad fuses into reduce_window (the plan's temp grows 0.06 of the map), so its padding is inside"
+            " the op; bnrelu is estimated"
             " by the adapter's policy: one jax.checkpoint over the net keeping only conv outputs, everything else"
             " recomputed one layer at a time; XLA on the CPU keeps what jax.checkpoint would recompute (its own"
             " memory_analysis() plans the same temp bytes with and without: resnet50 1,450 and 1,454 MiB, densenet121"
@@ -165,22 +199,29 @@ RULES = {
             " 5.7 on resnet50 at batch 16 and 8; fitted there, not derived); and the random draws are fused into one"
             " kernel that writes the tensor, so drawing makes no temporary"),
     "keras-jax": Rules(
-        saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",)},
+        saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), **JAX_ACTIVATIONS,
+                               "layernorm": ("input", "residual", "residual", *("positions",) * 4),
+                               "normalize": NORMALIZE_DIVISOR},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
         streams_on=(), init_copies=2, accumulator_copies=1, update_temporaries={}, recomputes_on=("cuda",),
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
             " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean as a"
             " residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch norm, not 2);"
-            " dropout's lax.select keeps the bool mask; keras.remat is jax.checkpoint, which XLA on the CPU does not"
-            " honour (see jax); Keras pads integer padding with ZeroPadding2D and max-pool"
+            " dropout's lax.select keeps the bool mask (per example, its broadcast, which XLA fuses); Keras's"
+            " activations as the jax rules'; its composed layer norm (print_saved_residuals on the CPU) keeps its"
+            " input, x - mean, its scale times rsqrt (of the input's size) and four per-position tensors, its"
+            " normalization the per-channel divisor; keras.remat is jax.checkpoint, which XLA on the CPU does not"
+            " honour (see jax); Keras pads integer padding (a conv's, an average pool's) with ZeroPadding2D and"
+            " max-pool"
             " padding with a -inf pad layer, padded copies (XLA may fold a zero pad into the conv); Keras builds the"
             " optimizer's variables at the first train_on_batch, before the step runs; its JAX trainer jits loss,"
             " gradients and the optimizer's stateless update into one step, so the update adds no temporaries;"
             " keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
     "keras-torch": Rules(
         saves=NEUTRAL_SAVES | {"conv2d": ("copy", "kernel"), "maxpool2d": ("copy", "indices"), "relu6": ("input",),
-                               "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3])},
+                               "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3]),
+                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_on=(), init_copies=2, accumulator_copies=1, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",),
@@ -196,7 +237,11 @@ RULES = {
             " variance's square, a clone of x - mean (the in-place mul_ needs the original) and three per-channel"
             " vectors;"
             " the seeded dropout is torch.where on a"
-            " bool mask, which it keeps; Keras pads uneven 'same' convolutions, integer padding (ZeroPadding2D) and"
+            " bool mask, which it keeps (per example, an (N, 1, 1, 1) one); SiLU, GELU, sigmoid and multiply as"
+            " torch's; LayerNormalization calls torch's layer_norm (input, per-position mean and rstd); Normalization"
+            " keeps its per-channel divisor, Rescaling a scalar; ZeroPadding2D, UpSampling2D and Reshape nothing (hooks"
+            " on the CPU, no GPU figure yet); Keras pads uneven 'same' convolutions, integer padding (ZeroPadding2D, an"
+            " average pool's too) and"
             " max-pool padding (a -inf pad layer) explicitly; Keras builds the optimizer's variables at the first"
             " train_on_batch, before the step runs; gradients stay in .grad until the next step zeroes them; Keras's"
             " torch Adam runs torch._foreach ops over every variable: three temporaries of every parameter live at once"
@@ -226,7 +271,7 @@ def _padding(layer: LayerShapes, rules: Rules) -> tuple[tuple[int, int], tuple[i
     if isinstance(op, Conv2D) and op.padding == "same" and rules.explicit_padding:
         (top, bottom), (left, right) = (same_padding(size, op.kernel, op.stride) for size in layer.input_shape[:2])
         return ((top, bottom), (left, right)) if (top, left) != (bottom, right) else None
-    pixels = op.padding if isinstance(op, (Conv2D, MaxPool2D)) and not isinstance(op.padding, str) else 0
+    pixels = op.padding if isinstance(op, (Conv2D, MaxPool2D, AvgPool2D)) and not isinstance(op.padding, str) else 0
     return ((pixels, pixels), (pixels, pixels)) if rules.pixel_padding and pixels else None
 
 
@@ -284,9 +329,10 @@ def _tensors(spec: ModelSpec, ops: list[Step], views: set[int]) -> _Tensors:
 
 
 def _views(spec: ModelSpec, ops: list[Step], technique: str, training: bool) -> set[int]:
-    """The steps that make no tensor: flatten, the activations run in place, dropout where it is the identity."""
+    """The steps that make no tensor: flatten and reshape, the activations run in place, dropout where it is the
+    identity."""
     in_place = techniques.in_place(spec, technique)
-    return {index for index, op in enumerate(ops) if op.kind == "flatten"
+    return {index for index, op in enumerate(ops) if op.kind in ("flatten", "reshape")
             or (op.kind in ("relu", "relu6") and op.layer in in_place)
             or (op.kind == "dropout" and not (training and spec.layers[op.layer].rate))}
 
@@ -360,15 +406,19 @@ def _pending(group: list[int | None], kept: Iterable[tuple[list[int], int]]) -> 
     return result
 
 
-def _extra_bytes(what: str, op: Step, batch: int, value: int) -> int:
-    """A saved value that is not one of the net's tensors, in bytes for the batch (`value`: one activation's)."""
+def _extra_bytes(what: str, op: Step, per_example: bool, batch: int, value: int) -> int:
+    """A saved value that is not one of the net's tensors, in bytes for the batch (`value`: one activation's);
+    `per_example`: the step draws one value per example (a per-example dropout's mask or noise)."""
     if what == "channels":
         return op.channels * FLOAT32
     if what == "copy":
         return op.inputs * value
     if what == "kernel":
         return op.largest_weight
-    return op.outputs * {"mask": batch * BOOL, "indices": batch * INT64, "residual": value}[what]
+    if what == "positions":
+        return op.outputs // op.channels * batch * FLOAT32
+    values = 1 if per_example else op.outputs
+    return values * {"mask": batch * BOOL, "indices": batch * INT64, "residual": value}[what]
 
 
 def _inside(spec: ModelSpec, ops: list[Step], index: int) -> bool:
@@ -439,7 +489,8 @@ def _saved_by(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: _Tensors,
                     if tensor != INPUT:  # the batch itself is counted with the inputs
                         savers.setdefault(tensor, []).append(index)
             else:
-                extras[index] += _extra_bytes(what, op, batch, value)
+                per_example = getattr(spec.layers[op.layer], "per_example", False)
+                extras[index] += _extra_bytes(what, op, per_example, batch, value)
     return savers, extras
 
 
@@ -598,16 +649,16 @@ class Estimate:
 
 
 def hand_count(spec: ModelSpec) -> int:
-    """Activation values per example as hand counts do it: the input and each layer's output, activations in place,
-    flatten and dropout (the identity in inference) making no new values."""
-    return math.prod(spec.input_shape) + sum(math.prod(s.output_shape) for s in spec.walk()
-                                             if s.layer.kind not in ("relu", "relu6", "flatten", "dropout"))
+    """Activation values per example as hand counts do it: the input and each layer's output, activations (the
+    element-wise layers) in place, flatten, reshape and dropout (the identity in inference) making no new values."""
+    return math.prod(spec.input_shape) + sum(math.prod(s.output_shape) for s in spec.walk() if s.layer.kind not in
+                                             (*ELEMENTWISE, "flatten", "reshape", "dropout"))
 
 
 # The steps that must write a new tensor beside the one they read (no library runs them in place) and that no
-# technique leaves out (recomputation reruns them); activations, batch norm, add, concat and padding may run in place,
-# fuse into a neighbour or write straight into their reader's buffer.
-NEW_TENSOR_STEPS = ("conv2d", "dense", "maxpool2d", "avgpool2d", "global_avg_pool")
+# technique leaves out (recomputation reruns them); activations, batch and layer norm, add, multiply, concat and
+# padding may run in place, fuse into a neighbour or write straight into their reader's buffer.
+NEW_TENSOR_STEPS = ("conv2d", "dense", "maxpool2d", "avgpool2d", "global_avg_pool", "upsample2d")
 
 
 def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_value: int,

@@ -1,29 +1,48 @@
 """Keras models as specs: a saved `.keras` file, or the JSON of `model.to_json()`, becomes a ModelSpec.
 
 Only the model's config is read (zipfile and json, no framework), so the orchestrator can estimate and run a
-user's Keras net in every framework. Each Keras layer maps to the spec layer that holds the same weights and
-computes the same shapes; one that has no such counterpart is refused in one line naming the file, the layer
+user's Keras net in every framework. Each Keras layer maps to the spec layers that hold the same weights and
+compute the same thing; one that has no such counterpart is refused in one line naming the file, the layer
 and its class, rather than approximated: a memory estimate of a different net would be silently wrong.
 
 The loss comes from the file's compile config: mean squared error is `mse`, (sparse) categorical cross-entropy
-is `cross_entropy`. A model saved uncompiled gets `mse`, which fits any output shape and costs what
-cross-entropy costs but for one small buffer of class scores.
+is `cross_entropy`. A model saved uncompiled gets `cross_entropy` when its output is a softmax (a classifier, as
+keras.applications builds them uncompiled), else `mse`, which fits any output shape and costs what
+cross-entropy costs but for one small buffer of class scores. The output's softmax is then the loss's own.
+
+The spec's layer names say where each layer came from, so `canonical_weights` can load Keras's own weights into
+any framework: a layer holding weights is named as its Keras layer, the two halves of a SeparableConv2D
+`name/depthwise` and `name/pointwise`, an activation split out of a layer `name/relu` (Keras names hold no '/').
 """
 
 from __future__ import annotations
 
 import json
+import math
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from models.spec import LAYER_TYPES, MODEL_INPUT, ModelSpec, Shape, SpecError
+from models.spec import INTERPOLATIONS, LAYER_TYPES, MODEL_INPUT, ModelSpec, Shape, SpecError, same_padding
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KERAS_MODELS = ("Sequential", "Functional", "Model")
 LOSSES = {"mse": "mse", "mean_squared_error": "mse", "MeanSquaredError": "mse",
           "categorical_crossentropy": "cross_entropy", "CategoricalCrossentropy": "cross_entropy",
           "sparse_categorical_crossentropy": "cross_entropy", "SparseCategoricalCrossentropy": "cross_entropy"}
-ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "linear": None}  # None: the identity, no layer
+# Keras's activations as spec layers; None: the identity, no layer. Keras's gelu is the exact one (gelu's default).
+ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "silu": "silu", "swish": "silu", "sigmoid": "sigmoid",
+               "gelu": "gelu", "linear": None}
+CONVS = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D")
+NONNEGATIVE = ("relu", "relu6", "sigmoid")  # outputs where a zero pad never wins a max: minus infinity's result
+# The slice of a Keras layer's weight list that each named part of it holds: SeparableConv2D's
+# [depthwise kernel, pointwise kernel, bias] as a depthwise conv2d and a pointwise one
+PARTS = {"depthwise": slice(0, 1), "pointwise": slice(1, None)}
 
 
 class _Refused(Exception):
@@ -60,25 +79,58 @@ def spec_from_keras(data: dict, source: str) -> ModelSpec:
         raise SpecError(message if message.startswith(f"{source}:") else f"{source}: {message}") from exc
 
 
+def canonical_weights(spec: ModelSpec, weights_by_layer: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """Keras's weights (each layer's `get_weights()`, by Keras layer name) as the spec's canonical arrays
+    `layer{index}_{name}`, what every adapter loads: a net imported from Keras then computes what Keras does.
+
+    Keras lists a layer's arrays in the order the spec names them (kernel, bias; scale, offset, mean, variance;
+    mean, variance, count), and each holds the canonical values in row-major order: a depthwise kernel
+    (k, k, C, multiplier) is the canonical (k, k, 1, C x multiplier), a Dense on an image (in, out) the 1x1 conv's
+    (1, 1, in, out). So each array is reshaped to its canonical shape, its size checked."""
+    import numpy as np
+
+    arrays = {}
+    for step in spec.walk():
+        if not step.weights:
+            continue
+        layer, part = step.name, ""
+        if layer not in weights_by_layer and "/" in layer:  # a part of a Keras layer, or one renamed 'input/'
+            layer, part = layer.rsplit("/", 1)
+        if layer not in weights_by_layer:
+            raise ValueError(f"spec layer {step.name!r}: no weights given for Keras layer {layer!r}")
+        given = weights_by_layer[layer][PARTS[part]] if part in PARTS else weights_by_layer[layer]
+        shapes = [np.shape(value) for value in given]
+        if len(given) != len(step.weights) or any(math.prod(shape) != math.prod(wanted) for shape, wanted
+                                                  in zip(shapes, step.weights.values(), strict=True)):
+            raise ValueError(f"spec layer {step.name!r} holds {list(step.weights.values())}; Keras layer "
+                             f"{layer!r} gives {shapes}")
+        for (name, shape), value in zip(step.weights.items(), given, strict=True):
+            arrays[f"layer{step.index}_{name}"] = np.asarray(value, dtype=np.float32).reshape(shape)
+    return arrays
+
+
 def _activation_name(value: object) -> object:
     """An activation's name, whether written as a string or (Keras 3) as a serialized function."""
     return value.get("config") if isinstance(value, dict) else value
 
 
-def _activation(value: object) -> str | None:
-    """The spec layer an activation becomes; None for the identity."""
-    name = _activation_name(value)
-    if name not in ACTIVATIONS:
-        raise _Refused(f"uses activation {name!r}, which has no counterpart in the spec (relu, relu6 and linear do)")
-    return ACTIVATIONS[name]
+def _pair(value: object) -> list:
+    """Keras's per-axis pair, written as one int or two."""
+    return [value, value] if isinstance(value, int) else list(value)
 
 
 def _square(value: object, what: str) -> int:
     """Keras's per-axis pair (or one int) as the spec's one size; a non-square one has no counterpart."""
-    pair = [value, value] if isinstance(value, int) else list(value)
+    pair = _pair(value)
     if len(pair) != 2 or pair[0] != pair[1]:
         raise _Refused(f"{what} {value!r} is not square (the spec has one size for both axes)")
     return int(pair[0])
+
+
+def _pads(value: object) -> tuple[int, int, int, int]:
+    """ZeroPadding2D's padding (an int, (height, width), or ((top, bottom), (left, right))) per side."""
+    (top, bottom), (left, right) = [_pair(side) for side in _pair(value)]
+    return int(top), int(bottom), int(left), int(right)
 
 
 def _inbound(layer: dict) -> list[str]:
@@ -116,42 +168,72 @@ class _Importer:
     source: str
     entries: list[dict] = field(default_factory=list)
     shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape, for channel counts
+    kinds: dict[str, str] = field(default_factory=dict)  # each spec name's layer type
     alias: dict[str, str] = field(default_factory=dict)  # Keras name -> the spec name of its output
-    padding: dict[str, int] = field(default_factory=dict)  # a ZeroPadding2D's pixels, owed to its one consumer
-    folded: set[str] = field(default_factory=set)  # the ZeroPadding2Ds a consumer has taken in
+    readers: dict[str, list[dict]] = field(default_factory=dict)  # Keras name -> the Keras layers that read it
+    padding: dict[str, int] = field(default_factory=dict)  # a folded ZeroPadding2D's pixels, owed to its one reader
     input_shape: Shape | None = None
+    output: str = ""  # the Keras name of the model's output layer
+    loss: str = "mse"
 
     def spec(self, data: dict) -> ModelSpec:
         config = data["config"]
-        layers = config.get("layers", [])
         sequential = data["class_name"] == "Sequential"
         if sequential and config.get("build_input_shape"):
             self._input(config["build_input_shape"])
-        loss = self._loss(data.get("compile_config") or {})
-        previous = MODEL_INPUT
-        for index, layer in enumerate(layers):
-            name = layer.get("config", {}).get("name") or layer.get("name") or f"layer{index}"
-            try:
-                sources = [previous] if sequential else _inbound(layer)
+        nodes = self._nodes(config.get("layers", []), sequential)
+        self.output = self._output_layer(config, nodes, sequential)
+        self.loss = self._loss(data.get("compile_config") or {}, nodes)
+        for name, layer, sources in nodes:
+            with self._blamed(name, layer):
                 if layer.get("class_name") == "InputLayer":
                     self._input(layer["config"].get("batch_shape") or layer["config"].get("batch_input_shape"))
                     self.alias[name] = MODEL_INPUT
                 else:
                     if self.input_shape is None:
                         self._input(layer.get("config", {}).get("batch_input_shape"))
-                    self._layer(name, layer, sources, loss, last=index == len(layers) - 1)
-            except _Refused as exc:
-                raise SpecError(f"{self.source}: layer {name!r} ({layer.get('class_name')}) {exc}") from exc
-            except SpecError as exc:
-                raise SpecError(f"{self.source}: layer {name!r} ({layer.get('class_name')}): {exc}") from exc
-            previous = name
-        self._one_input_output(config)
-        for name in self.padding.keys() - self.folded:
-            raise SpecError(f"{self.source}: layer {name!r} (ZeroPadding2D) is read by no conv or max pool to fold "
-                            f"it into")
+                    self._layer(name, layer, sources)
+        out = self.alias.get(self.output, self.output)
+        at = [i for i, entry in enumerate(self.entries) if entry["name"] == out]
+        if at:
+            self.entries.append(self.entries.pop(at[0]))  # the spec's output is its last layer
         return ModelSpec.from_dict({"name": config.get("name") or Path(self.source).stem,
-                                    "input_shape": list(self.input_shape or ()), "loss": loss,
+                                    "input_shape": list(self.input_shape or ()), "loss": self.loss,
                                     "description": "imported from a Keras model", "layers": self.entries})
+
+    @contextmanager
+    def _blamed(self, name: str, layer: dict) -> Iterator[None]:
+        """An error inside becomes one line naming the file, the layer and its class."""
+        try:
+            yield
+        except _Refused as exc:
+            raise SpecError(f"{self.source}: layer {name!r} ({layer.get('class_name')}) {exc}") from exc
+        except SpecError as exc:
+            raise SpecError(f"{self.source}: layer {name!r} ({layer.get('class_name')}): {exc}") from exc
+
+    def _nodes(self, layers: list[dict], sequential: bool) -> list[tuple[str, dict, list[str]]]:
+        """Each Keras layer with its name and the names it reads; who reads whom is known before any is mapped,
+        so a ZeroPadding2D knows whether its reader can take it in."""
+        nodes, previous = [], MODEL_INPUT
+        for index, layer in enumerate(layers):
+            name = layer.get("config", {}).get("name") or layer.get("name") or f"layer{index}"
+            with self._blamed(name, layer):
+                sources = [previous] if sequential else _inbound(layer)
+            nodes.append((name, layer, sources))
+            for source in sources:
+                self.readers.setdefault(source, []).append(layer)
+            previous = name
+        return nodes
+
+    def _output_layer(self, config: dict, nodes: list[tuple[str, dict, list[str]]], sequential: bool) -> str:
+        for key, what in (("input_layers", "input"), ("output_layers", "output")):
+            ends = config.get(key)
+            if ends and isinstance(ends[0], list) and len(ends) > 1:
+                raise SpecError(f"the model has {len(ends)} {what}s; a spec has one")
+        outputs = config.get("output_layers")
+        if outputs and not sequential:
+            return outputs[0][0] if isinstance(outputs[0], list) else outputs[0]
+        return nodes[-1][0] if nodes else ""
 
     def _input(self, batch_shape: object) -> None:
         if not isinstance(batch_shape, list) or len(batch_shape) < 2 or not all(isinstance(s, int)
@@ -160,129 +242,204 @@ class _Importer:
         self.input_shape = tuple(batch_shape[1:])
         self.shapes[MODEL_INPUT] = self.input_shape
 
-    def _loss(self, compile_config: dict) -> str:
+    def _loss(self, compile_config: dict, nodes: list[tuple[str, dict, list[str]]]) -> str:
         loss = compile_config.get("loss")
         if loss is None:
-            return "mse"
+            output = [layer for name, layer, _ in nodes if name == self.output]
+            softmax = output and _activation_name(output[0].get("config", {}).get("activation")) == "softmax"
+            return "cross_entropy" if softmax else "mse"
         key = loss.get("class_name") if isinstance(loss, dict) else loss
         if key not in LOSSES:
             raise SpecError(f"loss {key!r} has no counterpart in the spec (mean squared error and categorical "
                             f"cross-entropy do)")
         return LOSSES[key]
 
-    def _one_input_output(self, config: dict) -> None:
-        for key, what in (("input_layers", "input"), ("output_layers", "output")):
-            ends = config.get(key)
-            if ends and isinstance(ends[0], list) and len(ends) > 1:
-                raise SpecError(f"the model has {len(ends)} {what}s; a spec has one")
-        outputs = config.get("output_layers")
-        if outputs:
-            name = outputs[0][0] if isinstance(outputs[0], list) else outputs[0]
-            out = self.alias.get(name, name)
-            at = [i for i, entry in enumerate(self.entries) if entry["name"] == out]
-            if at:
-                self.entries.append(self.entries.pop(at[0]))  # the spec's output is its last layer
-
     def _emit(self, name: str, kind: str, inputs: list[str], **options: object) -> str:
         """Adds one spec layer, checking its shapes now so an error names this layer."""
         shape = LAYER_TYPES[kind](**options).output_shape(*(self.shapes[s] for s in inputs))
-        while name in self.shapes:
-            name += "_"
+        if name in self.shapes:  # a Keras layer named as the model's input: the suffix keeps its Keras name readable
+            name += "/"
         self.entries.append({"type": kind, "name": name, "inputs": inputs, **options})
         self.shapes[name] = shape
+        self.kinds[name] = kind
         return name
 
-    def _layer(self, name: str, layer: dict, inputs: list[str], loss: str, last: bool) -> None:
+    def _activation(self, name: str, value: object) -> str | None:
+        """The spec layer an activation becomes; None for the identity (and the output's softmax, which
+        cross-entropy applies itself)."""
+        activation = _activation_name(value)
+        if activation == "softmax" and name == self.output and self.loss == "cross_entropy":
+            return None
+        if activation not in ACTIVATIONS:
+            raise _Refused(f"uses activation {activation!r}, which has no counterpart in the spec (relu, relu6, silu, "
+                           f"sigmoid, gelu, linear do, and softmax on a classifier's output)")
+        return ACTIVATIONS[activation]
+
+    def _layer(self, name: str, layer: dict, sources: list[str]) -> None:
         kind, config = layer.get("class_name"), layer.get("config", {})
         if config.get("data_format", "channels_last") != "channels_last":
             raise _Refused("is channels-first; the spec is channels-last")
-        padded = [source for source in inputs if source in self.padding]
-        if padded and (len(inputs) > 1 or padded[0] in self.folded
-                       or kind not in ("Conv2D", "DepthwiseConv2D", "MaxPooling2D")):
-            raise _Refused(f"reads ZeroPadding2D {padded[0]!r}, which folds only into one conv or max pool (its sole "
-                           f"reader) as that layer's padding")
-        owed = self.padding[padded[0]] if padded else None
-        self.folded.update(padded)
-        inputs = [self.alias.get(s, s) for s in inputs]
-        out = self._mapped(name, kind, config, inputs, owed)
-        activation = config.get("activation")
-        if activation is not None and kind not in ("Activation",):
-            if last and loss == "cross_entropy" and _activation_name(activation) == "softmax":
-                activation = "linear"  # the spec's cross-entropy takes scores and applies the softmax itself
-            follow = _activation(activation)
+        owed = self.padding.get(sources[0]) if len(sources) == 1 else None
+        out = self._mapped(name, kind, config, [self.alias.get(s, s) for s in sources], owed)
+        if config.get("activation") is not None:
+            follow = self._activation(name, config["activation"])
             if follow:
-                out = self._emit(f"{name}_{follow}", follow, [out])
+                out = self._emit(name if kind == "Activation" else f"{name}/{follow}", follow, [out])
         self.alias[name] = out
+
+    def _last_axis(self, axis: object, source: str) -> bool:
+        """Whether a Keras `axis` (an int or a list of one) is the channel axis, the last."""
+        axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
+        return axis in (-1, len(self.shapes[source]))
+
+    def _takes_padding(self, reader: dict, pixels: int, source: str) -> bool:
+        """Whether the one reader of a symmetric ZeroPadding2D computes the same with the pixels as its own padding:
+        a valid conv or average pool (whose padding is zeros), or a valid max pool (whose padding is minus infinity)
+        of an input that is never negative."""
+        kind, config = reader.get("class_name"), reader.get("config", {})
+        if config.get("padding", "valid") != "valid" or config.get("data_format", "channels_last") != "channels_last":
+            return False
+        if kind in CONVS:
+            return True
+        fits = pixels <= min(_pair(config.get("pool_size", 2))) // 2  # the spec's pools pad at most half a window
+        return fits and (kind == "AveragePooling2D" or kind == "MaxPooling2D" and self.kinds.get(source) in NONNEGATIVE)
+
+    def _same_pool_padding(self, kind: str, source: str, pool: int, stride: int) -> int:
+        """A pool's 'same' as pixels per side: for a max pool when even on every side (Keras leaves the padding out
+        of the max, as the spec does), for an average pool only when it pads nothing (Keras leaves the padding out
+        of the mean too, where the spec's avgpool2d counts zeros)."""
+        shape = self.shapes[source]
+        if len(shape) != 3:
+            raise _Refused(f"needs an image input (H, W, C), got shape {shape}")
+        pads = {*same_padding(shape[0], pool, stride), *same_padding(shape[1], pool, stride)}
+        if kind == "AveragePooling2D" and pads != {0}:
+            raise _Refused("pads 'same' here; Keras leaves the padding out of the mean, the spec's avgpool2d counts "
+                           "it as zeros (use padding 'valid', or a ZeroPadding2D before it)")
+        if len(pads) != 1:
+            raise _Refused("pads 'same' unevenly here (the odd pixel after); the spec's max pool pads every side "
+                           "alike")
+        return pads.pop()
 
     def _mapped(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
         """The spec layers for one Keras layer; returns the spec name of its output."""
         if kind == "ZeroPadding2D":
-            top_bottom, left_right = (config["padding"] if isinstance(config["padding"], list)
-                                      else [[config["padding"]] * 2] * 2)
-            if len({*top_bottom, *left_right}) != 1:
-                raise _Refused(f"pads {config['padding']!r}, not the same on every side (the spec's padding is "
-                               f"symmetric)")
-            self.padding[name] = int(top_bottom[0])
-            return inputs[0]
-        if kind in ("Conv2D", "DepthwiseConv2D"):
-            if _square(config.get("dilation_rate", 1), "dilation_rate") != 1:
-                raise _Refused("is dilated; the spec's conv2d is not")
-            padding: str | int = config.get("padding", "valid")
-            if owed is not None:
-                if padding != "valid":
-                    raise _Refused("reads a ZeroPadding2D and pads 'same' itself; the spec has one padding")
-                padding = owed
-            common = {"kernel": _square(config["kernel_size"], "kernel_size"),
-                      "stride": _square(config.get("strides", 1), "strides"), "padding": padding,
-                      "bias": bool(config.get("use_bias", True))}
-            if kind == "DepthwiseConv2D":
-                channels = self.shapes[inputs[0]][-1]
-                return self._emit(name, "conv2d", inputs, filters=channels * int(config.get("depth_multiplier", 1)),
-                                  groups=channels, **common)
-            return self._emit(name, "conv2d", inputs, filters=int(config["filters"]),
-                              groups=int(config.get("groups", 1)), **common)
+            top, bottom, left, right = _pads(config["padding"])
+            readers = self.readers.get(name, [])
+            if len({top, bottom, left, right}) == 1 and len(readers) == 1 \
+                    and self._takes_padding(readers[0], top, inputs[0]):
+                self.padding[name] = top
+                return inputs[0]
+            return self._emit(name, "zeropad2d", inputs, top=top, bottom=bottom, left=left, right=right)
+        if kind in CONVS:
+            return self._conv(name, kind, config, inputs, owed)
         if kind in ("MaxPooling2D", "AveragePooling2D"):
             pool = _square(config["pool_size"], "pool_size")
             stride = _square(config.get("strides") or pool, "strides")
-            if config.get("padding", "valid") != "valid":
-                raise _Refused("pads 'same'; the spec's pools take valid windows (or, max pool, explicit pixels)")
-            if kind == "AveragePooling2D":
-                return self._emit(name, "avgpool2d", inputs, pool=pool, stride=stride)
-            return self._emit(name, "maxpool2d", inputs, pool=pool, stride=stride, padding=owed or 0)
+            padding = owed or 0
+            if config.get("padding", "valid") == "same":
+                padding = self._same_pool_padding(kind, inputs[0], pool, stride)
+            return self._emit(name, "maxpool2d" if kind == "MaxPooling2D" else "avgpool2d", inputs, pool=pool,
+                              stride=stride, padding=padding)
         if kind == "BatchNormalization":
-            axis = config.get("axis", -1)
-            axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
-            if axis not in (-1, len(self.shapes[inputs[0]])):
-                raise _Refused(f"normalizes axis {axis!r}; the spec's batch norm is over the channel (last) axis")
+            if not self._last_axis(config.get("axis", -1), inputs[0]):
+                raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's batch norm is over the channel "
+                               f"(last) axis")
             if not (config.get("center", True) and config.get("scale", True)) or config.get("renorm"):
                 raise _Refused("drops its scale or offset, or renormalizes; the spec's batch norm has both and "
                                "does not")
             return self._emit(name, "batchnorm", inputs, epsilon=float(config.get("epsilon", 1e-3)),
                               momentum=round(1 - float(config.get("momentum", 0.99)), 12))
+        if kind == "LayerNormalization":
+            if not self._last_axis(config.get("axis", -1), inputs[0]):
+                raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's layernorm is over the channel "
+                               f"(last) axis")
+            if not (config.get("center", True) and config.get("scale", True)) or config.get("rms_scaling"):
+                raise _Refused("drops its scale or offset, or scales by the RMS; the spec's layernorm has both and "
+                               "does not")
+            return self._emit(name, "layernorm", inputs, epsilon=float(config.get("epsilon", 1e-3)))
+        if kind == "Normalization":
+            if not self._last_axis(config.get("axis", -1), inputs[0]) or config.get("invert"):
+                raise _Refused(f"normalizes axis {config.get('axis')!r} or inverts; the spec's normalize is over the "
+                               f"channel (last) axis and does not invert")
+            if config.get("mean") is not None or config.get("variance") is not None:
+                raise _Refused("holds its mean and variance as constants in its config, not as weights; the spec's "
+                               "normalize holds them as state (give none, and adapt() the layer)")
+            return self._emit(name, "normalize", inputs)
         if kind == "Dense":
-            return self._emit(name, "dense", inputs, units=int(config["units"]),
-                              bias=bool(config.get("use_bias", True)))
+            units, bias = int(config["units"]), bool(config.get("use_bias", True))
+            if len(self.shapes[inputs[0]]) == 3:  # on each pixel's channels: a 1x1 conv's weights and arithmetic
+                return self._emit(name, "conv2d", inputs, filters=units, kernel=1, padding="valid", bias=bias)
+            return self._emit(name, "dense", inputs, units=units, bias=bias)
         if kind == "ReLU":
             top = config.get("max_value")
             if config.get("negative_slope") or config.get("threshold") or top not in (None, 6):
                 raise _Refused("is a leaky, thresholded or capped ReLU other than ReLU6; the spec has relu and relu6")
             return self._emit(name, "relu6" if top == 6 else "relu", inputs)
         if kind == "Activation":
-            follow = _activation(config.get("activation"))
-            return self._emit(name, follow, inputs) if follow else inputs[0]
+            return inputs[0]  # its activation follows, as any layer's
+        if kind == "Rescaling":
+            scale, offset = config.get("scale", 1.0), config.get("offset", 0.0)
+            if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in (scale, offset)):
+                raise _Refused(f"scales by {scale!r} and offsets by {offset!r}, per channel; the spec's rescale "
+                               f"takes one number for each")
+            return self._emit(name, "rescale", inputs, scale=float(scale), offset=float(offset))
+        if kind == "UpSampling2D":
+            interpolation = config.get("interpolation", "nearest")
+            if interpolation not in INTERPOLATIONS:
+                raise _Refused(f"interpolates {interpolation!r}; the spec's upsample2d is nearest or bilinear")
+            return self._emit(name, "upsample2d", inputs, scale=_square(config.get("size", 2), "size"),
+                              interpolation=interpolation)
+        if kind == "Reshape":
+            return self._emit(name, "reshape", inputs, shape=self._target_shape(config["target_shape"], inputs[0]))
         if kind == "GlobalAveragePooling2D":
-            if config.get("keepdims"):
-                raise _Refused("keeps the pooled axes; the spec's global_avg_pool drops them")
-            return self._emit(name, "global_avg_pool", inputs)
+            return self._emit(name, "global_avg_pool", inputs, keepdims=bool(config.get("keepdims", False)))
         if kind == "Dropout":
-            return self._emit(name, "dropout", inputs, rate=float(config.get("rate", 0.5)))
+            noise, rank = config.get("noise_shape"), len(self.shapes[inputs[0]])
+            if noise is not None and list(noise) != [None] + [1] * rank:
+                raise _Refused(f"draws its mask with noise_shape {noise!r}; the spec's dropout draws one per value, "
+                               f"or one per example ({[None] + [1] * rank!r})")
+            return self._emit(name, "dropout", inputs, rate=float(config.get("rate", 0.5)),
+                              per_example=noise is not None)
         if kind == "Flatten":
             return self._emit(name, "flatten", inputs)
         if kind == "Add":
             return self._emit(name, "add", inputs)
+        if kind == "Multiply":
+            return self._emit(name, "multiply", inputs)
         if kind == "Concatenate":
             if config.get("axis", -1) not in (-1, len(self.shapes[inputs[0]])):
                 raise _Refused(f"joins axis {config.get('axis')!r}; the spec's concat joins channels (axis -1)")
             return self._emit(name, "concat", inputs)
-        raise _Refused("has no counterpart in the spec: its layers are conv2d, depthwise conv, batch norm, dense, "
-                       "pools, dropout, flatten, relu, relu6, add and concat (docs/models.md)")
+        raise _Refused("has no counterpart in the spec: its layers are convs (grouped, depthwise, separable), batch "
+                       "and layer norm, normalization, rescaling, dense, pools, padding, upsampling, reshape, "
+                       "dropout, flatten, activations, add, multiply and concat (docs/models.md)")
+
+    def _conv(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
+        """A Conv2D, a DepthwiseConv2D (a conv2d of groups = channels), or a SeparableConv2D: that depthwise conv,
+        without bias, then a 1x1 conv holding the layer's bias."""
+        if _square(config.get("dilation_rate", 1), "dilation_rate") != 1:
+            raise _Refused("is dilated; the spec's conv2d is not")
+        window = {"kernel": _square(config["kernel_size"], "kernel_size"),
+                  "stride": _square(config.get("strides", 1), "strides"),
+                  "padding": config.get("padding", "valid") if owed is None else owed}
+        bias = bool(config.get("use_bias", True))
+        if kind == "Conv2D":
+            return self._emit(name, "conv2d", inputs, filters=int(config["filters"]),
+                              groups=int(config.get("groups", 1)), bias=bias, **window)
+        channels = self.shapes[inputs[0]][-1]
+        depthwise = {"filters": channels * int(config.get("depth_multiplier", 1)), "groups": channels, **window}
+        if kind == "DepthwiseConv2D":
+            return self._emit(name, "conv2d", inputs, bias=bias, **depthwise)
+        half = self._emit(f"{name}/depthwise", "conv2d", inputs, bias=False, **depthwise)
+        return self._emit(f"{name}/pointwise", "conv2d", [half], filters=int(config["filters"]), kernel=1,
+                          padding="valid", bias=bias)
+
+    def _target_shape(self, target: list, source: str) -> list[int]:
+        """Reshape's target with its one -1 worked out; only the spec's ranks, (F,) and (H, W, C)."""
+        target = list(target)
+        if len(target) not in (1, 3):
+            raise _Refused(f"reshapes to {target!r}; the spec's shapes are (F,) or (H, W, C)")
+        if -1 in target:
+            known = -math.prod(target)
+            target[target.index(-1)] = math.prod(self.shapes[source]) // max(known, 1)
+        return target

@@ -838,12 +838,16 @@ def _layer_from_dict(entry: dict, index: int) -> Layer:
 
 
 def load_spec_file(path: str | Path) -> ModelSpec:
-    """Reads a user's spec, or a Keras model (a `.keras` file, or the JSON of `to_json()`) through the importer;
-    every failure becomes a one-line SpecError naming the file."""
+    """Reads a user's spec, a Keras model (a `.keras` file, or the JSON of `to_json()`) or an ONNX model (a `.onnx`
+    file) through its importer; every failure becomes a one-line SpecError naming the file."""
     if Path(path).suffix == ".keras":
         from models.keras_import import load_keras_file
 
         return load_keras_file(path)
+    if Path(path).suffix == ".onnx":
+        from models.onnx_import import load_onnx_file
+
+        return load_onnx_file(path)
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:

@@ -16,7 +16,7 @@ from suites.analysis import accounting, constants, figures
 from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT
 from tests.conftest import FRAMEWORKS, run_cli
-from tests.test_estimate_graph import small_graph
+from tests.test_estimate_graph import newer_kinds, small_graph
 
 # CS231n's VGG-16 table, one entry per layer output (ReLU in place), input first.
 CS231N_VGG16 = ([224 * 224 * 3] + [224 * 224 * 64] * 2 + [112 * 112 * 64] + [112 * 112 * 128] * 2 + [56 * 56 * 128]
@@ -89,20 +89,24 @@ def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:
 
 
 GRAPH_SMALL = "graph-small"  # tests.test_estimate_graph.small_graph: every graph layer kind, run from a spec file
+NEWER_KINDS = "newer-kinds"  # tests.test_estimate_graph.newer_kinds: every newer layer kind, from a spec file too
+SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds}
 
 
 @pytest.mark.parametrize(("framework", "model", "batch", "technique"), [
     *(("torch", model, batch, "none") for model, batch in (("keras-small", 2), ("heatmap68", 2), ("plain-2", 2),
                                                            ("resnet50", 1))),
     *(("torch", GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient")),
-    *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1)))])
+    *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1))),
+    *((framework, NEWER_KINDS, 2, "none") for framework in ("torch", "keras-torch"))])
 def test_torch_rules_match_autograd_saved_tensors(framework: str, model: str, batch: int, technique: str,
                                                   spec_file) -> None:  # noqa: ANN001
     """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it, on chains and
-    graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling) and under each technique; the
-    keras-torch rules too (Keras's channels-first copies, its composed batch norm)."""
-    spec = small_graph() if model == GRAPH_SMALL else get_model(model)
-    where = {"model_file": str(spec_file(spec.to_dict()))} if model == GRAPH_SMALL else {"model": model}
+    graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling), on the newer kinds (layer norm, SiLU,
+    GELU, sigmoid, multiply, upsampling, per-example dropout...) and under each technique; the keras-torch rules too
+    (Keras's channels-first copies, its composed batch norm)."""
+    spec = SPEC_FILES[model]() if model in SPEC_FILES else get_model(model)
+    where = {"model_file": str(spec_file(spec.to_dict()))} if model in SPEC_FILES else {"model": model}
     record = run_scenario(Scenario.create(framework, **where, device="cpu", batch=batch, technique=technique))
     assert record["status"] == "ok", record["failure"]
     measured = phase(record, "train_step_1")["notes"]["saved_activation_bytes"]

@@ -11,6 +11,7 @@ from models import techniques
 from models.catalogue import Graph, get_model
 from models.estimate import RULES, SAVED_KINDS, activations, estimate, floor, hand_count, steps
 from models.spec import (
+    GELU,
     LAYER_TYPES,
     Add,
     AvgPool2D,
@@ -21,10 +22,19 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    LayerNorm,
     MaxPool2D,
     ModelSpec,
+    Multiply,
+    Normalize,
     ReLU,
     ReLU6,
+    Rescale,
+    Reshape,
+    Sigmoid,
+    SiLU,
+    Upsample2D,
+    ZeroPad2D,
 )
 
 
@@ -58,6 +68,34 @@ def small_graph() -> ModelSpec:
     net.add(GlobalAvgPool())
     net.add(Dense(10))
     return net.spec("graph-small", (16, 16, 3), "cross_entropy", "every graph layer kind, small", batch=2)
+
+
+def newer_kinds() -> ModelSpec:
+    """Every layer kind an imported Keras net brings, small: rescale and normalize the pixels, an uneven zero pad
+    before a 'valid' stride-2 conv (EfficientNet's stem), layer norm, SiLU, a squeeze-and-excite gate (the mean,
+    dense, sigmoid, reshape to (1, 1, C), multiply), GELU, bilinear and nearest upsampling around a padded average
+    pool, per-example dropout and a kept-dims mean reshaped flat for the classifier."""
+    net = Graph()
+    net.add(Rescale(1 / 255))
+    net.add(Normalize())
+    net.add(ZeroPad2D(bottom=1, right=1))
+    net.add(Conv2D(8, 3, 2, "valid"))
+    net.add(LayerNorm())
+    x = net.add(SiLU())
+    net.add(GlobalAvgPool(), x)
+    net.add(Dense(8))
+    net.add(Sigmoid())
+    gate = net.add(Reshape((1, 1, 8)))
+    net.add(Multiply(), x, gate)
+    net.add(GELU())
+    net.add(Upsample2D(2, "bilinear"))
+    net.add(AvgPool2D(3, 2, padding=1))
+    net.add(Upsample2D(2))
+    net.add(Dropout(0.2, per_example=True))
+    net.add(GlobalAvgPool(keepdims=True))
+    net.add(Reshape((8,)))
+    net.add(Dense(10))
+    return net.spec("newer-kinds", (8, 8, 3), "cross_entropy", "every newer layer kind, small", batch=2)
 
 
 def dense_block(layers: int, growth: int = 8) -> ModelSpec:
@@ -217,3 +255,50 @@ def test_tensorflow_on_the_cpu_keeps_each_phase_high_water_mark() -> None:
     assert inference.total == max(cpu.phase(name).total for name in ("train_step_1", "train_step_2"))
     assert "retained_pages" not in estimate(spec, "train", 8, framework="keras-tensorflow", device="cuda").phase(
         "inference").items
+
+
+# newer_kinds()'s tensors, values per example: the zero pad's 9x9x3, the stride-2 conv's and layer norm's 4x4x8 (and
+# SiLU's, the multiply's), the squeeze's 8-vectors, the bilinear 8x8x8 and its 10x10x8 padded copy where Keras pads
+PADDED, MAP, VECTOR, BIG, KERAS_PAD = 9 * 9 * 3, 4 * 4 * 8, 8, 8 * 8 * 8, 10 * 10 * 8
+POSITIONS, LOSS = 4 * 4, 10  # layer norm's per-position floats; the loss's residual, 10 classes
+# What every framework keeps: the conv the pad's output (Keras on torch a channels-first copy of it), the dense layers
+# their 8-vector inputs, multiply SiLU's output and the gate (the sigmoid's output, which the reshape views), and the
+# loss's residual. Then per framework: (values per example beyond it, bools per example, bytes whatever the batch);
+# the dropout's mask or noise is one value per example, a composed normalize keeps its 3-channel divisor (12 bytes).
+COMMON = PADDED + 3 * VECTOR + MAP + LOSS
+NEWER_KINDS_KEPT = {
+    "neutral": (3 * MAP, 1, 0),  # layer norm, SiLU and GELU their inputs
+    # and layer norm's mean and rstd, the average pool's input (the bilinear map), float noise
+    "torch": (3 * MAP + 2 * POSITIONS + BIG + 1, 0, 12),
+    # layer norm its input, its scale times rsqrt and three per position; SiLU its input; GELU three of its size
+    "keras-tensorflow": (2 * MAP + MAP + 3 * POSITIONS + 3 * MAP, 1, 12),
+    # SiLU its input and two of its size; layer norm three and three per position; sigmoid one; GELU three
+    "jax": (3 * MAP + 3 * MAP + 3 * POSITIONS + VECTOR + 3 * MAP, 1, 12),
+    # layer norm its input, two of its size and four per position; the rest as jax
+    "keras-jax": (3 * MAP + 3 * MAP + 4 * POSITIONS + VECTOR + 3 * MAP, 1, 12),
+    # as torch, but the pool keeps a channels-first copy of Keras's padded input, and the conv a copy of its kernel
+    "keras-torch": (3 * MAP + 2 * POSITIONS + KERAS_PAD, 1, 12 + 3 * 3 * 3 * 8 * 4),
+}
+
+
+@pytest.mark.parametrize("framework", list(RULES))
+def test_the_newer_kinds_keep_their_hand_count(framework: str) -> None:
+    """Each framework's rules for the newer kinds, on one small net, against a count by hand (the rules themselves
+    are checked against autograd's saved tensors in tests/test_estimate.py)."""
+    values, bools, fixed = NEWER_KINDS_KEPT[framework]
+    for batch in (1, 4):
+        assert activations(newer_kinds(), RULES[framework], batch, 4).saved == (
+            batch * (4 * (COMMON + values) + bools) + fixed)
+
+
+def test_the_newer_kinds_views_pads_and_counts() -> None:
+    """A reshape makes no tensor (as flatten); Keras alone pads an average pool's pixels as a copy; the hand count
+    leaves the element-wise layers, the reshapes and dropout out; the floor counts the upsampling's new tensor."""
+    spec = newer_kinds()
+    for name, rules in RULES.items():
+        pads = [op.kind for op in steps(spec, rules, 4) if op.kind == "pad"]
+        assert pads == (["pad"] if name.startswith("keras-") else []), name
+    made = PADDED + 2 * MAP + 2 * VECTOR + MAP + BIG + MAP + BIG + VECTOR + LOSS  # each output of a new value
+    assert hand_count(spec) == 8 * 8 * 3 + made
+    # the largest step making a new tensor: the bilinear upsampling, 4x4x8 in and 8x8x8 out
+    assert floor(spec, "infer", 1, "sgd", 4) == 4 * (spec.param_count + spec.statistics_count + 8 * 8 * 3 + MAP + BIG)

@@ -72,3 +72,10 @@ def test_a_file_goes_where_a_name_goes(keras_file: tuple[Path, int], command: tu
     done = run_cli(*command, "--model", str(keras_file[0]))
     assert done.returncode == 0, done.stderr
     assert "my_net" in done.stdout
+
+
+def test_the_fit_suite_refuses_models_it_asks_nothing_about(keras_file: tuple[Path, int]) -> None:
+    """Its questions are the stories'; a run that would answer none says where a file's question goes instead."""
+    done = run_cli("bench", "--suite", "fit", "--device", "cpu", "--models", str(keras_file[0]))
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "python -m suites fit --model NAME_OR_FILE" in done.stderr

@@ -76,6 +76,34 @@ def test_bad_specs_fail_in_one_line(data: dict, message: str) -> None:
     assert "\n" not in str(caught.value)
 
 
+def _net(*layers: dict) -> dict:
+    return {"name": "x", "input_shape": [4, 4, 2], "loss": "mse", "layers": list(layers)}
+
+
+@pytest.mark.parametrize("data, message", [
+    (_net({"type": "reshape", "shape": [5]}), r"layer 'layer0': reshape of \(4, 4, 2\) to \(5,\) changes the number"),
+    (_net({"type": "reshape", "shape": [4, 8]}), "reshape.shape must be a list of 1 or 3 sizes"),
+    (_net({"type": "conv2d", "filters": 3, "name": "a"}, {"type": "multiply", "inputs": ["input", "a"]}),
+     r"multiply needs inputs of one rank whose sizes agree or are 1, got \(4, 4, 2\), \(4, 4, 3\)"),
+    (_net({"type": "flatten", "name": "f"}, {"type": "multiply", "inputs": ["input", "f"]}), "multiply needs"),
+    (_net({"type": "upsample2d", "interpolation": "bicubic"}), "upsample2d.interpolation must be one of nearest"),
+    (_net({"type": "upsample2d", "scale": 0}), "upsample2d.scale must be a positive integer"),
+    (_net({"type": "zeropad2d", "top": -1}), "zeropad2d.top must be pixels >= 0"),
+    (_net({"type": "gelu", "approximate": "yes"}), "gelu.approximate must be true or false"),
+    (_net({"type": "layernorm", "epsilon": float("nan")}), "layernorm.epsilon must be a positive number"),
+    (_net({"type": "batchnorm", "epsilon": float("inf")}), "batchnorm.epsilon must be a positive number"),
+    (_net({"type": "avgpool2d", "pool": 3, "padding": 2}), "avgpool2d.padding must be pixels from 0 to half"),
+    (_net({"type": "global_avg_pool", "keepdims": 1}), "global_avg_pool.keepdims must be true or false"),
+    (_net({"type": "dropout", "per_example": "no"}), "dropout.per_example must be true or false"),
+    (_net({"type": "rescale", "scale": float("inf")}), "rescale.scale must be a finite number"),
+    (_net({"type": "normalize", "mean": [0, 0]}), "unknown normalize key"),
+])
+def test_bad_options_of_the_newer_layers_fail_in_one_line(data: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as caught:
+        ModelSpec.from_dict(data)
+    assert "\n" not in str(caught.value)
+
+
 def test_an_unknown_key_names_its_layer_and_the_valid_keys() -> None:
     """The message alone must say where the mistake is and what to write instead, even for a layer with no options."""
     layers = [{"type": "conv2d", "filters": 2}, {"type": "flatten", "name": "flat", "rate": 0.5},

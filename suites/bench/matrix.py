@@ -116,6 +116,11 @@ def suite_settings(name: str) -> tuple[tuple[Part, ...], tuple[str, ...], tuple[
     models = _listed("FOOTPRINT_MODELS", (), None, "model") or None
     for model in models or ():
         load_model(model)  # raises with the valid names, or the file's one-line error
+    asked = sorted({question.model for question in FIT_QUESTIONS})
+    if name == "fit" and models and not set(models) & set(asked):
+        raise SpecError(f"the fit suite answers the stories' questions, about {' and '.join(asked)}, and --models "
+                        f"names neither; for any model: python -m suites fit --model NAME_OR_FILE --framework F "
+                        f"--budget SIZE")
     return SUITES[name], chosen_frameworks, models, device.resolve(os.environ.get("FOOTPRINT_DEVICE", "auto"))
 
 

@@ -1,0 +1,580 @@
+"""ONNX models as specs: a `.onnx` file becomes a ModelSpec, and its initializers the spec's canonical weights.
+
+The file is read with the `onnx` package and numpy (no framework), so the orchestrator can estimate and run a
+net exported from anywhere in every framework. ONNX computes channels-first (N, C, H, W); the spec is
+channels-last, so each tensor is followed with its layout: an image the spec holds as (H, W, C) is, in the ONNX
+graph, (C, H, W) unless a Transpose made it channels-last. A flatten of a real (C, H, W) map orders its values
+channels-first; the dense layer reading it gets its weight rows permuted to the spec's (H, W, C) order.
+
+Each node maps to the spec layers that hold the same weights and compute the same values; a node with none (an
+LSTM, attention, a custom op) is refused in one line naming the file, the node and its op type, rather than
+approximated: an estimate of a different net would be silently wrong.
+
+Counts: the spec's weights are exactly the constants (initializers, or Constant nodes) that a Conv, Gemm,
+MatMul (with the Add of its bias), BatchNormalization or LayerNormalization reads as weights, so the spec's
+param_count + statistics_count is their total size. Constants that only shape the computation (Reshape's shape,
+Clip's bounds, Pad's pads, Resize's scales, Dropout's ratio) are not weights and are not counted. A constant
+two nodes read counts once per reader: the spec shares no weights, and an exporter may store equal values once
+(torch's stores a fresh batch norm's scale and running variance, all ones, as one initializer).
+
+The loss: ONNX has none. A Softmax or LogSoftmax over class scores at the output is the spec's cross_entropy
+(which takes the scores and applies the softmax itself); any other output gets mse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from models.spec import LAYER_TYPES, MODEL_INPUT, ModelSpec, Shape, SpecError, same_padding
+
+MIN_OPSET = 13
+# How the ONNX tensor's axes (batch left out) hold the spec's value: a channels-first image (C, H, W) of the
+# spec's (H, W, C); the same axes as the spec (a flat vector, or an image a Transpose made channels-last); or a
+# flat vector in channels-first order of the spec's image of this shape (what Flatten makes of a real map).
+FIRST, SAME = "channels-first", "as-spec"
+Layout = str | Shape
+TO_LAST, TO_FIRST = (0, 2, 3, 1), (0, 3, 1, 2)
+ELEMENTWISE = {"Relu": "relu", "Sigmoid": "sigmoid"}
+SUPPORTED = ("Conv, BatchNormalization, Gemm, MatMul (+ Add), Relu, Clip(0, 6), Sigmoid, Gelu, LayerNormalization, "
+             "Add, Mul, Concat, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Flatten, Reshape, Transpose, "
+             "Pad, Resize, Dropout, Identity, Softmax at the output")
+
+
+class _Refused(Exception):
+    """A node with no counterpart: the message says why, the caller adds the file and the node."""
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    """An ONNX tensor as the spec sees it: the spec layer whose output it is, and how its axes hold that value."""
+
+    spec: str
+    layout: Layout
+
+
+def load_onnx_file(path: str | Path) -> ModelSpec:
+    """A `.onnx` file's spec; its weights are read (to check their shapes) but not kept."""
+    return _import(_read(path), str(path), Path(path).stem).spec()
+
+
+def canonical_weights(path_or_model: str | Path | onnx.ModelProto, spec: ModelSpec) -> dict[str, np.ndarray]:
+    """The initializers as the spec's canonical arrays, named `layer{index}_{name}` (what the workers load):
+    conv (out, in / groups, kh, kw) -> (kh, kw, in / groups, out), dense (out, in) or (in, out) -> (in, out),
+    rows permuted from (C, H, W) to (H, W, C) order after the flatten of a real map."""
+    if isinstance(path_or_model, onnx.ModelProto):
+        importer = _import(path_or_model, path_or_model.graph.name or "the ONNX model", spec.name)
+    else:
+        importer = _import(_read(path_or_model), str(path_or_model), Path(path_or_model).stem)
+    importer.spec()
+    arrays = {}
+    for step in spec.walk():
+        held = importer.weights.get(step.name, {})
+        if {name: value.shape for name, value in held.items()} != step.weights:
+            raise SpecError(f"{importer.source}: spec {spec.name!r} layer {step.name!r} is not the one imported "
+                            f"from this file")
+        arrays |= {f"layer{step.index}_{name}": value.astype(np.float32) for name, value in held.items()}
+    return arrays
+
+
+def _read(path: str | Path) -> onnx.ModelProto:
+    try:
+        return onnx.load(str(path))
+    except OSError as exc:
+        raise SpecError(f"cannot read ONNX file {path}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends: any unreadable file is one line
+        raise SpecError(f"{path} is not an ONNX model ({type(exc).__name__})") from exc
+
+
+def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 0)
+    if opset < MIN_OPSET:
+        raise SpecError(f"{source}: uses ONNX opset {opset}; the importer reads opset {MIN_OPSET} and later "
+                        f"(onnx.version_converter converts)")
+    return _Importer(source, name, model.graph)
+
+
+def _attributes(node: onnx.NodeProto) -> dict[str, object]:
+    return {attribute.name: onnx.helper.get_attribute_value(attribute) for attribute in node.attribute}
+
+
+def _text(value: object) -> object:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _square(values: list[int], what: str) -> int:
+    """ONNX's per-axis list as the spec's one size; a non-square one has no counterpart."""
+    if len(values) != 2 or values[0] != values[1]:
+        raise _Refused(f"has {what} {list(values)}, not square (the spec has one size for both axes)")
+    return int(values[0])
+
+
+def _float(value: object) -> float:
+    """A float attribute (float32 in ONNX) as the shortest decimal that is it: 1e-3, not 0.0010000000474974513."""
+    return float(str(np.float32(value)))
+
+
+def _axis(value: int, rank: int) -> int:
+    return value + rank if value < 0 else value
+
+
+def _conv_kernel(weight: np.ndarray) -> np.ndarray:
+    """(out, in / groups, kh, kw) -> the spec's (kh, kw, in / groups, out)."""
+    return weight.transpose(2, 3, 1, 0)
+
+
+def _rows_to_last(kernel: np.ndarray, image: Shape) -> np.ndarray:
+    """A dense kernel (in, out) whose rows are in (C, H, W) order, reordered to the spec's (H, W, C)."""
+    h, w, c = image
+    return kernel.reshape(c, h, w, -1).transpose(1, 2, 0, 3).reshape(h * w * c, -1)
+
+
+@dataclass
+class _Importer:
+    source: str
+    name: str
+    graph: onnx.GraphProto
+    entries: list[dict] = field(default_factory=list)
+    shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape
+    weights: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # spec name -> canonical arrays
+    tensors: dict[str, _Tensor] = field(default_factory=dict)  # ONNX tensor name -> its spec value
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    readers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
+    folded: set[int] = field(default_factory=set)  # nodes (by id) an earlier node took in: an Add of a bias, a Mul
+    padding: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # a Pad's pixels owed to its Conv
+    loss: str = "mse"
+
+    def spec(self) -> ModelSpec:
+        self.constants = {init.name: numpy_helper.to_array(init) for init in self.graph.initializer}
+        self._input()
+        outputs = [output.name for output in self.graph.output]
+        if len(outputs) != 1:
+            raise SpecError(f"{self.source}: the graph has {len(outputs)} outputs; a spec has one")
+        nodes = self._feeding(outputs[0])
+        for node in nodes:
+            for tensor in node.input:
+                self.readers.setdefault(tensor, []).append(node)
+        for index, node in enumerate(nodes):
+            label = node.name or (node.output[0] if node.output else f"#{index}")
+            op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+            if id(node) in self.folded:
+                continue
+            try:
+                self._node(node, _attributes(node), outputs[0])
+            except _Refused as exc:
+                raise SpecError(f"{self.source}: node {label!r} ({op}) {exc}") from exc
+            except SpecError as exc:
+                raise SpecError(f"{self.source}: node {label!r} ({op}): {exc}") from exc
+        out = self.tensors.get(outputs[0])
+        if out is None or out.spec == MODEL_INPUT:
+            raise SpecError(f"{self.source}: the graph's output {outputs[0]!r} is computed by no mapped layer")
+        self.entries.append(self.entries.pop(next(i for i, e in enumerate(self.entries) if e["name"] == out.spec)))
+        try:
+            return ModelSpec.from_dict({"name": self.name, "input_shape": list(self.shapes[MODEL_INPUT]),
+                                        "loss": self.loss, "description": "imported from an ONNX model",
+                                        "layers": self.entries})
+        except SpecError as exc:
+            raise SpecError(f"{self.source}: {exc}") from exc
+
+    def _feeding(self, output: str) -> list[onnx.NodeProto]:
+        """The nodes the output depends on, in the graph's order: a runtime skips a branch that feeds no output,
+        and a spec has no layer that feeds none."""
+        producer = {tensor: node for node in self.graph.node for tensor in node.output}
+        needed, pending = set(), [output]
+        while pending:
+            node = producer.get(pending.pop())
+            if node is not None and id(node) not in needed:
+                needed.add(id(node))
+                pending.extend(node.input)
+        return [node for node in self.graph.node if id(node) in needed]
+
+    def _input(self) -> None:
+        inputs = [tensor for tensor in self.graph.input if tensor.name not in self.constants]
+        if len(inputs) != 1:
+            raise SpecError(f"{self.source}: the graph has {len(inputs)} inputs; a spec has one")
+        dims = inputs[0].type.tensor_type.shape.dim
+        sizes = [dim.dim_value if dim.HasField("dim_value") else None for dim in dims]
+        if len(sizes) not in (2, 4) or not all(size and size > 0 for size in sizes[1:]):
+            shown = [size or dim.dim_param or "?" for size, dim in zip(sizes, dims, strict=True)]
+            raise SpecError(f"{self.source}: the input {inputs[0].name!r} has shape {shown}; the importer reads "
+                            f"(N, C, H, W) or (N, F) with all but the batch known")
+        self.shapes[MODEL_INPUT] = (*sizes[2:], sizes[1]) if len(sizes) == 4 else (sizes[1],)
+        self.tensors[inputs[0].name] = _Tensor(MODEL_INPUT, FIRST if len(sizes) == 4 else SAME)
+
+    # -- helpers -------------------------------------------------------------------------------------------------
+
+    def _value(self, node: onnx.NodeProto, position: int) -> _Tensor:
+        """A node's computed input (not a constant)."""
+        name = node.input[position]
+        if name in self.constants:
+            raise _Refused(f"reads constant {name!r} where the spec takes a layer's output")
+        if name not in self.tensors:
+            raise _Refused(f"reads {name!r}, which comes from no mapped node")
+        return self.tensors[name]
+
+    def _constant(self, node: onnx.NodeProto, position: int, what: str) -> np.ndarray | None:
+        """A node's constant input (None when the optional input is left out)."""
+        if position >= len(node.input) or not node.input[position]:
+            return None
+        if node.input[position] not in self.constants:
+            raise _Refused(f"computes its {what} ({node.input[position]!r}); the importer needs it constant")
+        return self.constants[node.input[position]]
+
+    def _image_shape(self, value: _Tensor) -> Shape:
+        """The spec's (H, W, C) of a channels-first image; other layouts have no Conv or pool."""
+        if value.layout != FIRST or len(self.shapes[value.spec]) != 3:
+            raise _Refused("reads a tensor that is not a channels-first image (N, C, H, W)")
+        return self.shapes[value.spec]
+
+    def _sole_reader(self, tensor: str, op_type: str) -> onnx.NodeProto | None:
+        readers = self.readers.get(tensor, [])
+        outputs = {output.name for output in self.graph.output}
+        if len(readers) == 1 and readers[0].op_type == op_type and tensor not in outputs:
+            return readers[0]
+        return None
+
+    def _emit(self, label: str, kind: str, inputs: list[str], weights: dict[str, np.ndarray] | None = None,
+              **options: object) -> str:
+        """Adds one spec layer, checking its shapes (and its weights' against the spec's) now, so an error names
+        this node."""
+        layer = LAYER_TYPES[kind](**options)
+        shapes = [self.shapes[source] for source in inputs]
+        shape = layer.output_shape(*shapes)
+        expected = layer.param_shapes(shapes[0]) | layer.statistics_shapes(shapes[0])
+        held = {key: None if value is None else value.shape for key, value in (weights or {}).items()}
+        if held != expected:
+            raise _Refused(f"holds weights of shapes {held}; its spec {kind} needs {expected}")
+        name = label
+        while name in self.shapes:
+            name += "_"
+        self.entries.append({"type": kind, "name": name, "inputs": inputs, **options})
+        self.shapes[name] = shape
+        if weights:
+            self.weights[name] = weights
+        return name
+
+    def _set(self, node: onnx.NodeProto, spec: str, layout: Layout) -> None:
+        self.tensors[node.output[0]] = _Tensor(spec, layout)
+
+    def _pads(self, attributes: dict, image: Shape, kernel: int, stride: int) -> tuple[int, int, int, int]:
+        """The node's padding as (top, bottom, left, right), whether explicit or by auto_pad."""
+        auto = _text(attributes.get("auto_pad", "NOTSET"))
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            (top, bottom), (left, right) = (same_padding(size, kernel, stride) for size in image[:2])
+            return (top, bottom, left, right) if auto == "SAME_UPPER" else (bottom, top, right, left)
+        if auto == "VALID":
+            return (0, 0, 0, 0)
+        pads = list(attributes.get("pads", [0, 0, 0, 0]))
+        if min(pads) < 0:
+            raise _Refused(f"has negative pads {pads}")
+        return (pads[0], pads[2], pads[1], pads[3])
+
+    # -- the nodes ---------------------------------------------------------------------------------------------
+
+    def _node(self, node: onnx.NodeProto, attributes: dict, output: str) -> None:
+        op, label = node.op_type, node.name or node.output[0]
+        if node.domain not in ("", "ai.onnx"):
+            raise _Refused(f"is a custom op; the spec's layers are the standard ops {SUPPORTED}")
+        if op == "Constant":
+            if "value" not in attributes:
+                raise _Refused("holds a sparse or list value; the importer reads tensor constants")
+            self.constants[node.output[0]] = numpy_helper.to_array(attributes["value"])
+        elif op == "Identity" and node.input[0] in self.constants:  # torch's exporter aliases weights so
+            self.constants[node.output[0]] = self.constants[node.input[0]]
+        elif op in ("Identity", "Dropout"):
+            if len(node.output) > 1 and node.output[1]:
+                raise _Refused("outputs its mask; the spec's dropout does not")
+            value = self._value(node, 0)
+            if op == "Dropout":
+                ratio = self._constant(node, 1, "ratio")
+                rate = 0.5 if ratio is None else _float(ratio)
+                self._set(node, self._emit(label, "dropout", [value.spec], rate=rate), value.layout)
+            else:
+                self.tensors[node.output[0]] = value
+        elif op == "Conv":
+            self._conv(node, attributes, label)
+        elif op == "BatchNormalization":
+            self._batchnorm(node, attributes, label)
+        elif op in ("Gemm", "MatMul"):
+            self._dense(node, attributes, label)
+        elif op in ELEMENTWISE:
+            value = self._value(node, 0)
+            silu = self._sole_reader(node.output[0], "Mul") if op == "Sigmoid" else None
+            if silu is not None and sorted(silu.input) == sorted([node.input[0], node.output[0]]):
+                self.folded.add(id(silu))  # x * sigmoid(x): one silu layer
+                self.tensors[silu.output[0]] = _Tensor(self._emit(silu.name or label, "silu", [value.spec]),
+                                                       value.layout)
+            else:
+                self._set(node, self._emit(label, ELEMENTWISE[op], [value.spec]), value.layout)
+        elif op == "Clip":
+            value = self._value(node, 0)
+            low, high = self._constant(node, 1, "min"), self._constant(node, 2, "max")
+            bounds = (None if low is None else _float(low), None if high is None else _float(high))
+            if bounds not in ((0.0, 6.0), (0.0, None)):
+                raise _Refused(f"clips to {bounds}; the spec has relu (0, None) and relu6 (0, 6)")
+            self._set(node, self._emit(label, "relu6" if bounds[1] else "relu", [value.spec]), value.layout)
+        elif op == "Gelu":
+            value = self._value(node, 0)
+            approximate = _text(attributes.get("approximate", "none")) == "tanh"
+            self._set(node, self._emit(label, "gelu", [value.spec], approximate=approximate), value.layout)
+        elif op == "LayerNormalization":
+            self._layernorm(node, attributes, label)
+        elif op in ("Add", "Mul"):
+            values = [self._value(node, 0), self._value(node, 1)]
+            if len({value.layout for value in values}) != 1:
+                raise _Refused("joins tensors of different layouts")
+            kind = "add" if op == "Add" else "multiply"
+            self._set(node, self._emit(label, kind, [value.spec for value in values]), values[0].layout)
+        elif op == "Concat":
+            values = [self._value(node, i) for i in range(len(node.input))]
+            rank = len(self.shapes[values[0].spec]) + 1
+            channels = 1 if values[0].layout == FIRST else rank - 1
+            if len({value.layout for value in values}) != 1 or isinstance(values[0].layout, tuple) or \
+                    _axis(int(attributes["axis"]), rank) != channels:
+                raise _Refused(f"joins axis {attributes['axis']}; the spec's concat joins channels")
+            self._set(node, self._emit(label, "concat", [value.spec for value in values]), values[0].layout)
+        elif op in ("MaxPool", "AveragePool"):
+            self._pool(node, attributes, label)
+        elif op in ("GlobalAveragePool", "ReduceMean"):
+            value = self._value(node, 0)
+            self._image_shape(value)
+            if op == "ReduceMean":
+                axes = attributes.get("axes")
+                if axes is None:  # opset 18 on: an input
+                    given = self._constant(node, 1, "axes")
+                    axes = [] if given is None else given.reshape(-1).tolist()
+                if sorted(_axis(int(a), 4) for a in axes) != [2, 3]:
+                    raise _Refused(f"averages axes {axes}; the spec's global_avg_pool averages H and W (2, 3)")
+            keepdims = op == "GlobalAveragePool" or bool(attributes.get("keepdims", 1))
+            self._set(node, self._emit(label, "global_avg_pool", [value.spec], keepdims=keepdims),
+                      FIRST if keepdims else SAME)
+        elif op == "Flatten":
+            if _axis(int(attributes.get("axis", 1)), len(self.shapes[self._value(node, 0).spec]) + 1) != 1:
+                raise _Refused(f"flattens from axis {attributes['axis']}; the spec's flatten keeps only the batch")
+            self._flatten(node, label)
+        elif op == "Reshape":
+            self._reshape(node, attributes, label)
+        elif op == "Transpose":
+            value = self._value(node, 0)
+            perm = tuple(attributes.get("perm", ()))
+            moves = {(FIRST, TO_LAST): SAME, (SAME, TO_FIRST): FIRST}
+            if (value.layout, perm) in moves and len(self.shapes[value.spec]) == 3:
+                self._set(node, value.spec, moves[(value.layout, perm)])
+            elif perm != (0, 1):
+                raise _Refused(f"permutes {list(perm)}; the importer follows only NCHW <-> NHWC transposes")
+            else:
+                self.tensors[node.output[0]] = value
+        elif op == "Pad":
+            self._pad(node, attributes, label)
+        elif op == "Resize":
+            self._resize(node, attributes, label)
+        elif op in ("Softmax", "LogSoftmax"):
+            value = self._value(node, 0)
+            if node.output[0] != output or len(self.shapes[value.spec]) != 1 or isinstance(value.layout, tuple):
+                raise _Refused("is not over the class scores at the output; the spec's softmax is its "
+                               "cross_entropy loss's own")
+            self.loss = "cross_entropy"
+            self.tensors[node.output[0]] = value
+        else:
+            raise _Refused(f"has no counterpart in the spec: the importer maps {SUPPORTED}")
+
+    def _conv(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        value = self._value(node, 0)
+        image = self._image_shape(value)
+        weight, bias = self._constant(node, 1, "weight"), self._constant(node, 2, "bias")
+        if weight is None or weight.ndim != 4:
+            raise _Refused("has no 2-D kernel; the spec's conv2d is 2-D")
+        if any(d != 1 for d in attributes.get("dilations", [1, 1])):
+            raise _Refused("is dilated; the spec's conv2d is not")
+        kernel = _square(list(attributes.get("kernel_shape", weight.shape[2:])), "kernel")
+        stride = _square(list(attributes.get("strides", [1, 1])), "strides")
+        owed = self.padding.pop(node.input[0], (0, 0, 0, 0))  # a Pad before it: `value` is the tensor it padded
+        own = self._pads(attributes, (image[0] + owed[0] + owed[1], image[1] + owed[2] + owed[3]), kernel, stride)
+        pads = tuple(a + b for a, b in zip(owed, own, strict=True))
+        padding, source = self._padding(pads, image, kernel, stride, value.spec, label)
+        weights = {"kernel": _conv_kernel(weight)} | ({} if bias is None else {"bias": bias})
+        self._set(node, self._emit(label, "conv2d", [source], weights, filters=int(weight.shape[0]), kernel=kernel,
+                                   stride=stride, padding=padding, bias=bias is not None,
+                                   groups=int(attributes.get("group", 1))), FIRST)
+
+    def _padding(self, pads: tuple[int, ...], image: Shape, kernel: int, stride: int, source: str,
+                 label: str) -> tuple[str | int, str]:
+        """A conv's or pool's padding in the spec: pixels when the same on every side, 'same' when TensorFlow's
+        rule gives it; otherwise a zeropad2d layer of the difference before it. Returns the padding and the layer
+        it reads."""
+        if len(set(pads)) == 1:
+            return (pads[0] or "valid"), source
+        if pads == (*same_padding(image[0], kernel, stride), *same_padding(image[1], kernel, stride)):
+            return "same", source
+        least = min(pads)
+        top, bottom, left, right = (pad - least for pad in pads)
+        padded = self._emit(f"{label}_pad", "zeropad2d", [source], top=top, bottom=bottom, left=left, right=right)
+        return (least or "valid"), padded
+
+    def _batchnorm(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        value = self._value(node, 0)
+        if attributes.get("training_mode") or (len(node.output) > 1 and any(node.output[1:])):
+            raise _Refused("runs in training mode; the importer reads inference graphs")
+        if value.layout not in (FIRST, SAME) or (value.layout == SAME and len(self.shapes[value.spec]) != 1):
+            raise _Refused("normalizes an axis other than the channels")
+        weights = {name: self._constant(node, position, name)
+                   for position, name in enumerate(("scale", "offset", "mean", "variance"), start=1)}
+        self._set(node, self._emit(label, "batchnorm", [value.spec], weights,  # type: ignore[arg-type]
+                                   epsilon=_float(attributes.get("epsilon", 1e-5)),
+                                   momentum=round(1 - _float(attributes.get("momentum", 0.9)), 12)), value.layout)
+
+    def _dense(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """Gemm, or MatMul with the Add of its bias (when that Add is its one reader) folded in."""
+        value = self._value(node, 0)
+        if len(self.shapes[value.spec]) != 1:
+            raise _Refused("multiplies a tensor that is not flat (N, F); the spec's dense reads a flat one")
+        kernel = self._constant(node, 1, "weight")
+        if kernel is None or kernel.ndim != 2:
+            raise _Refused("multiplies by a computed or non-2-D matrix; the spec's dense holds a weight matrix")
+        bias_node, bias = node, None
+        if node.op_type == "Gemm":
+            if attributes.get("transA") or attributes.get("alpha", 1.0) != 1 or attributes.get("beta", 1.0) != 1:
+                raise _Refused("transposes its input or scales (alpha, beta); the spec's dense does neither")
+            kernel = kernel.T if attributes.get("transB") else kernel
+            bias = self._constant(node, 2, "bias")
+        else:
+            add = self._sole_reader(node.output[0], "Add")
+            other = next((name for name in add.input if name != node.output[0]), "") if add is not None else ""
+            if add is not None and other in self.constants and self.constants[other].size == kernel.shape[1]:
+                self.folded.add(id(add))
+                bias_node = add
+                bias = self._constant(add, list(add.input).index(other), "bias")
+        if isinstance(value.layout, tuple):  # a flattened (C, H, W) map: the rows to the spec's (H, W, C) order
+            kernel = _rows_to_last(kernel, value.layout)
+        weights = {"kernel": kernel} | ({} if bias is None else {"bias": bias.reshape(-1)})
+        spec = self._emit(label, "dense", [value.spec], weights, units=int(kernel.shape[1]), bias=bias is not None)
+        self._set(bias_node, spec, SAME)
+
+    def _layernorm(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        value = self._value(node, 0)
+        rank = len(self.shapes[value.spec]) + 1
+        if value.layout != SAME or _axis(int(attributes.get("axis", -1)), rank) != rank - 1:
+            raise _Refused("normalizes other axes than the channels alone (a flat tensor's last axis, or an image "
+                           "made channels-last by a Transpose)")
+        scale, offset = self._constant(node, 1, "scale"), self._constant(node, 2, "bias")
+        if offset is None:
+            raise _Refused("has no bias; the spec's layernorm holds an offset")
+        weights = {"scale": scale.reshape(-1), "offset": offset.reshape(-1)}
+        self._set(node, self._emit(label, "layernorm", [value.spec], weights,
+                                   epsilon=_float(attributes.get("epsilon", 1e-5))), SAME)
+
+    def _pool(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        value = self._value(node, 0)
+        image = self._image_shape(value)
+        if attributes.get("ceil_mode") or any(d != 1 for d in attributes.get("dilations", [1, 1])) or \
+                (len(node.output) > 1 and node.output[1]):
+            raise _Refused("rounds up (ceil_mode), is dilated or outputs indices; the spec's pools do none")
+        pool = _square(list(attributes["kernel_shape"]), "kernel_shape")
+        stride = _square(list(attributes.get("strides", [1, 1])), "strides")
+        pads = self._pads(attributes, image, pool, stride)
+        source, padding = value.spec, 0
+        if node.op_type == "MaxPool":
+            if len(set(pads)) != 1:
+                raise _Refused(f"pads {pads} (top, bottom, left, right), not the same on every side (the spec's "
+                               f"max pool pads symmetrically)")
+            padding = pads[0]
+        elif any(pads):
+            if not attributes.get("count_include_pad"):
+                raise _Refused("pads without counting the padding (count_include_pad=0); the spec's avgpool2d "
+                               "counts its zeros")
+            least = min(pads)
+            if len(set(pads)) != 1:  # zeros counted either way: the difference as a zeropad2d before
+                top, bottom, left, right = (pad - least for pad in pads)
+                source = self._emit(f"{label}_pad", "zeropad2d", [source], top=top, bottom=bottom, left=left,
+                                    right=right)
+            padding = least
+        kind = "maxpool2d" if node.op_type == "MaxPool" else "avgpool2d"
+        self._set(node, self._emit(label, kind, [source], pool=pool, stride=stride, padding=padding), FIRST)
+
+    def _flatten(self, node: onnx.NodeProto, label: str) -> None:
+        value = self._value(node, 0)
+        shape = self.shapes[value.spec]
+        if len(shape) == 1:
+            self.tensors[node.output[0]] = value
+            return
+        # (C, H, W) flattens channels-first; only a 1 x 1 map reads the same in the spec's (H, W, C) order
+        layout = shape if value.layout == FIRST and shape[:2] != (1, 1) else SAME
+        self._set(node, self._emit(label, "flatten", [value.spec]), layout)
+
+    def _reshape(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """Only a flatten, or a flat (C) to (C, 1, 1) (or channels-last (1, 1, C)) before a per-channel multiply."""
+        value = self._value(node, 0)
+        target = self._constant(node, 1, "shape")
+        shape = self.shapes[value.spec]
+        onnx_shape = (shape[2], *shape[:2]) if value.layout == FIRST else shape
+        sizes = [int(size) for size in target.reshape(-1)][1:] if target is not None else []
+        if not attributes.get("allowzero"):
+            sizes = [onnx_shape[i] if size == 0 and i < len(onnx_shape) else size for i, size in enumerate(sizes)]
+        if sizes.count(-1) == 1:
+            known = int(np.prod([size for size in sizes if size != -1]))
+            sizes[sizes.index(-1)] = int(np.prod(shape)) // max(known, 1)
+        if sizes == [int(np.prod(shape))]:
+            self._flatten(node, label)
+        elif len(shape) == 1 and not isinstance(value.layout, tuple) and sizes in ([shape[0], 1, 1],
+                                                                                  [1, 1, shape[0]]):
+            spec = self._emit(label, "reshape", [value.spec], shape=[1, 1, shape[0]])
+            self._set(node, spec, FIRST if sizes[0] != 1 or shape[0] == 1 else SAME)
+        else:
+            raise _Refused(f"reshapes {list(onnx_shape)} to {sizes}; the importer maps a flatten and (C) -> (C, 1, 1)")
+
+    def _pad(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """Zeros around H and W: taken in by the Conv that is its one reader, else a zeropad2d layer."""
+        value = self._value(node, 0)
+        self._image_shape(value)
+        pads, fill = self._constant(node, 1, "pads"), self._constant(node, 2, "constant value")
+        axes = self._constant(node, 3, "axes")
+        if _text(attributes.get("mode", "constant")) != "constant" or (fill is not None and float(fill) != 0):
+            raise _Refused("pads with other than zeros; the spec's zeropad2d pads zeros")
+        pads = [int(pad) for pad in pads.reshape(-1)] if pads is not None else []
+        axes = [_axis(int(a), 4) for a in axes.reshape(-1)] if axes is not None else [0, 1, 2, 3]
+        by_axis = {axis: (pads[i], pads[i + len(axes)]) for i, axis in enumerate(axes)} if len(pads) == \
+            2 * len(axes) else {}
+        if not by_axis or any(by_axis.get(axis, (0, 0)) != (0, 0) for axis in (0, 1)) or min(pads) < 0:
+            raise _Refused(f"pads {pads}; the spec's zeropad2d adds pixels >= 0 on H and W only")
+        (top, bottom), (left, right) = by_axis.get(2, (0, 0)), by_axis.get(3, (0, 0))
+        if self._sole_reader(node.output[0], "Conv") is not None:
+            self.padding[node.output[0]] = (top, bottom, left, right)
+            self.tensors[node.output[0]] = value
+            return
+        self._set(node, self._emit(label, "zeropad2d", [value.spec], top=top, bottom=bottom, left=left,
+                                   right=right), FIRST)
+
+    def _resize(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        value = self._value(node, 0)
+        image = self._image_shape(value)
+        mode, where = _text(attributes.get("mode", "nearest")), _text(attributes.get("coordinate_transformation_mode",
+                                                                                     "half_pixel"))
+        nearest = _text(attributes.get("nearest_mode", "round_prefer_floor"))
+        scales, sizes = self._constant(node, 2, "scales"), self._constant(node, 3, "sizes")
+        if attributes.get("axes") is not None or attributes.get("antialias"):
+            raise _Refused("names its axes or antialiases; the importer reads plain 4-D scales or sizes")
+        if scales is not None and scales.size:
+            factors = [float(s) for s in scales.reshape(-1)]
+        elif sizes is not None and sizes.size == 4:
+            factors = [1.0, float(sizes[1]) / image[2], float(sizes[2]) / image[0], float(sizes[3]) / image[1]]
+        else:
+            raise _Refused("has neither constant scales nor sizes")
+        if len(factors) != 4 or factors[:2] != [1.0, 1.0] or factors[2] != factors[3] or \
+                factors[2] != int(factors[2]) or factors[2] < 1:
+            raise _Refused(f"scales by {factors}; the spec's upsample2d scales H and W by one integer")
+        # the modes whose integer-scale result is the spec's: each pixel repeated, or torch's bilinear
+        repeats = (where in ("half_pixel", "pytorch_half_pixel") and nearest.startswith("round_prefer")) or \
+            (where in ("asymmetric", "tf_half_pixel_for_nn") and nearest == "floor")
+        if mode == "nearest" and repeats:
+            interpolation = "nearest"
+        elif mode == "linear" and where in ("half_pixel", "pytorch_half_pixel"):
+            interpolation = "bilinear"
+        else:
+            raise _Refused(f"resizes by mode {mode!r}, {where!r} ({nearest!r}); the spec's upsample2d is nearest "
+                           f"(each pixel repeated) or linear with half-pixel centres")
+        self._set(node, self._emit(label, "upsample2d", [value.spec], scale=int(factors[2]),
+                                   interpolation=interpolation), FIRST)

@@ -1,0 +1,252 @@
+"""ONNX models imported as specs: the initializers that become weights counted exactly, the same outputs as the ONNX
+graph itself (onnx's numpy reference evaluator) in torch and JAX, and what has no counterpart refused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from models.onnx_import import canonical_weights
+from models.spec import ModelSpec, SpecError, load_spec_file
+from tests.conftest import forward_everywhere, run_cli
+
+CONSTANT = "const_"  # the initializers that shape the computation (Reshape's shape, Resize's scales...): not weights
+BATCH = 4
+Build = Callable[[], tuple[onnx.ModelProto, str]]  # a net, and the name of its output before any softmax
+
+
+class _Net:
+    """An ONNX graph written node by node, with random initializers (positive variances, as training leaves)."""
+
+    def __init__(self, channels: int, size: int) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[TensorProto] = []
+        self.input = helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", channels, size, size])
+        self.generator = np.random.default_rng(3)
+
+    def weight(self, name: str, *shape: int, positive: bool = False) -> str:
+        value = (self.generator.uniform(0.5, 2.0, shape) if positive
+                 else self.generator.standard_normal(shape) * 0.3).astype(np.float32)
+        self.initializers.append(numpy_helper.from_array(value, name))
+        return name
+
+    def constant(self, name: str, value: list, dtype: type = np.int64) -> str:
+        self.initializers.append(numpy_helper.from_array(np.array(value, dtype=dtype), CONSTANT + name))
+        return CONSTANT + name
+
+    def node(self, op: str, inputs: list[str], name: str, **attributes: object) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [name], name=name, **attributes))
+        return name
+
+    def conv(self, x: str, name: str, out: int, cin: int, kernel: int, bias: bool = True, **attributes: object) -> str:
+        weights = [self.weight(f"{name}.W", out, cin // attributes.get("group", 1), kernel, kernel)]
+        return self.node("Conv", [x, *weights, *([self.weight(f"{name}.B", out)] if bias else [])], name,
+                         kernel_shape=[kernel, kernel], **attributes)
+
+    def batchnorm(self, x: str, name: str, channels: int) -> str:
+        inputs = [self.weight(f"{name}.{part}", channels, positive=part in ("scale", "var"))
+                  for part in ("scale", "B", "mean", "var")]
+        return self.node("BatchNormalization", [x, *inputs], name, epsilon=1e-3, momentum=0.9)
+
+    def model(self, output: str, classes: int | None, opset: int) -> onnx.ModelProto:
+        shape = ["N", classes] if classes else None
+        graph = helper.make_graph(self.nodes, "net", [self.input],
+                                  [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)], self.initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        onnx.checker.check_model(model)
+        return model
+
+
+def residual_net() -> tuple[onnx.ModelProto, str]:
+    """The issue's graph: conv, batch norm, relu, a residual add, a padded max pool, global pooling, flatten, gemm."""
+    net = _Net(3, 12)
+    x = net.node("Relu", [net.batchnorm(net.conv("image", "stem", 8, 3, 3, strides=[2, 2], pads=[1, 1, 1, 1]),
+                                        "stem_bn", 8)], "stem_relu")
+    y = net.batchnorm(net.conv(x, "conv", 8, 8, 3, bias=False, pads=[1, 1, 1, 1]), "conv_bn", 8)
+    x = net.node("Relu", [net.node("Add", [x, y], "residual")], "residual_relu")
+    x = net.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
+    x = net.node("Gemm", [x, net.weight("fc.W", 5, 8), net.weight("fc.B", 5)], "fc", transB=1)
+    return net.model(x, 5, 14), x  # 14: onnx's reference evaluator runs opset 9-13's BN with momentum as training
+
+
+def newer_net() -> tuple[onnx.ModelProto, str]:
+    """The newer kinds: an uneven Pad folded before a conv, clip (relu6), a squeeze-and-excite block (reshapes,
+    sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, a padded average pool, a
+    depthwise conv, layer norm over channels (between transposes) and over features, gelu, the flatten of a real map
+    into a MatMul + Add, dropout, and a softmax at the output. Returns the model and its pre-softmax scores' name."""
+    net = _Net(3, 8)
+    x = net.node("Pad", ["image", net.constant("pads", [0, 0, 0, 1, 0, 0, 1, 0])], "pad")  # top 0 left 1 bottom 1
+    x = net.node("Clip", [net.conv(x, "stem", 8, 3, 3, strides=[2, 2]), net.constant("zero", 0.0, np.float32),
+                          net.constant("six", 6.0, np.float32)], "stem_relu6")  # 8 -> 4
+    s = net.node("Reshape", [net.node("GlobalAveragePool", [x], "se_gap"), net.constant("flat", [0, -1])], "se_flat")
+    s = net.node("Relu", [net.node("Gemm", [s, net.weight("se1.W", 4, 8), net.weight("se1.B", 4)], "se1",
+                                   transB=1)], "se_relu")
+    s = net.node("Sigmoid", [net.node("Gemm", [s, net.weight("se2.W", 4, 8)], "se2")], "se_gate")
+    s = net.node("Mul", [x, net.node("Reshape", [s, net.constant("map", [-1, 8, 1, 1])], "se_map")], "se")
+    g = net.conv(x, "grouped", 8, 8, 1, group=2)
+    g = net.node("Mul", [g, net.node("Sigmoid", [g], "swish_gate")], "swish")
+    x = net.node("Concat", [s, g], "cat", axis=1)  # 16 channels
+    x = net.node("Resize", [x, "", net.constant("twice", [1, 1, 2, 2], np.float32)], "up", mode="nearest")  # 8
+    x = net.node("AveragePool", [x], "avg", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                 count_include_pad=1)  # 4
+    x = net.conv(x, "depthwise", 16, 16, 3, group=16, pads=[1, 1, 1, 1])
+    x = net.node("Transpose", [x], "to_last", perm=[0, 2, 3, 1])
+    x = net.node("LayerNormalization", [x, net.weight("ln.scale", 16), net.weight("ln.B", 16)], "ln", epsilon=1e-3)
+    x = net.node("Transpose", [x], "to_first", perm=[0, 3, 1, 2])
+    x = net.node("Resize", [x, "", net.constant("again", [1, 1, 2, 2], np.float32)], "smooth", mode="linear")  # 8
+    x = net.node("MaxPool", [x], "pool", kernel_shape=[2, 2], strides=[2, 2])  # 4: a real map to flatten
+    x = net.node("Flatten", [x], "flat")
+    x = net.node("Dropout", [x, net.constant("ratio", 0.25, np.float32)], "drop")  # the rows' order kept
+    x = net.node("Add", [net.node("MatMul", [x, net.weight("fc.W", 256, 12)], "fc"), net.weight("fc.B", 12)],
+                 "fc_bias")
+    x = net.node("Gelu", [x], "gelu")
+    x = net.node("LayerNormalization", [x, net.weight("ln2.scale", 12), net.weight("ln2.B", 12)], "ln2")
+    scores = net.node("Gemm", [x, net.weight("head.W", 12, 5), net.weight("head.B", 5)], "head")
+    return net.model(net.node("Softmax", [scores], "probs"), 5, 20), scores
+
+
+def _weight_values(model: onnx.ModelProto) -> int:
+    return sum(int(np.prod(init.dims)) for init in model.graph.initializer if not init.name.startswith(CONSTANT))
+
+
+def _save(model: onnx.ModelProto, folder: Path, name: str) -> Path:
+    path = folder / f"{name}.onnx"
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("build", [residual_net, newer_net], ids=["residual", "newer"])
+def test_counts_equal_the_initializers_that_are_weights(build: Build, tmp_path: Path) -> None:
+    model, _ = build()
+    spec = load_spec_file(_save(model, tmp_path, build.__name__))
+    assert spec.name == build.__name__  # the file's stem
+    assert spec.param_count + spec.statistics_count == _weight_values(model)
+    statistics = sum(int(np.prod(init.dims)) for init in model.graph.initializer if init.name.endswith(("mean", "var")))
+    assert spec.statistics_count == statistics
+
+
+def test_mapping(tmp_path: Path) -> None:
+    residual = load_spec_file(_save(residual_net()[0], tmp_path, "residual"))
+    layers = {entry["name"]: entry for entry in residual.to_dict()["layers"]}
+    assert residual.loss == "mse" and residual.input_shape == (12, 12, 3)
+    assert layers["stem"]["padding"] == 1 and layers["stem"]["stride"] == 2
+    assert residual.layers[1].momentum == 0.1 and layers["stem_bn"]["epsilon"] == 1e-3  # torch's: 1 - ONNX's 0.9
+    assert layers["pool"]["padding"] == 1 and layers["gap"]["keepdims"] is True
+    newer = load_spec_file(_save(newer_net()[0], tmp_path, "newer"))
+    layers = {entry["name"]: entry for entry in newer.to_dict()["layers"]}
+    assert newer.loss == "cross_entropy" and "probs" not in layers  # the softmax is the loss's own
+    assert layers["stem_pad"] | {"inputs": []} == {"type": "zeropad2d", "bottom": 1, "left": 1, "name": "stem_pad",
+                                                    "inputs": []}  # the Pad, uneven, before the conv's own
+    assert layers["stem_relu6"]["type"] == "relu6" and layers["se"]["type"] == "multiply"
+    assert layers["swish"]["type"] == "silu" and "swish_gate" not in layers
+    assert layers["se_map"]["shape"] == (1, 1, 8) and layers["depthwise"]["groups"] == 16
+    assert layers["fc"]["units"] == 12 and layers["drop"]["rate"] == 0.25 and "fc_bias" not in layers
+    assert layers["smooth"]["interpolation"] == "bilinear" and layers["avg"]["padding"] == 1
+
+
+def _arrays(spec: ModelSpec, path: Path) -> dict[str, np.ndarray]:
+    """A batch in the spec's channels-last layout, targets, and the file's own weights."""
+    generator = np.random.default_rng(11)
+    inputs = generator.standard_normal((BATCH, *spec.input_shape), dtype=np.float32)
+    if spec.loss == "cross_entropy":
+        targets = generator.integers(0, spec.output_shape[0], BATCH).astype(np.int32)
+    else:
+        targets = generator.standard_normal((BATCH, *spec.output_shape), dtype=np.float32)
+    return {"inputs": inputs, "targets": targets, **canonical_weights(path, spec)}
+
+
+@pytest.mark.parametrize("build", [residual_net, newer_net], ids=["residual", "newer"])
+def test_torch_and_jax_compute_what_the_onnx_graph_computes(build: Build, tmp_path: Path) -> None:
+    """With the initializers loaded, the imported net's output is the ONNX graph's own (its scores before a
+    softmax the loss took in), channels-last."""
+    model, scores = build()
+    path = _save(model, tmp_path, build.__name__)
+    spec = load_spec_file(path)
+    arrays = _arrays(spec, path)
+    image = arrays["inputs"].transpose(0, 3, 1, 2) if arrays["inputs"].ndim == 4 else arrays["inputs"]
+    (expected,) = ReferenceEvaluator(model).run([scores], {"image": image})
+    if expected.ndim == 4:
+        expected = expected.transpose(0, 2, 3, 1)
+    assert np.abs(expected).max() > 0.1  # a net of zeros would agree trivially
+    results = forward_everywhere(spec, arrays, tmp_path, frameworks_run=("torch", "jax"))
+    for framework, result in results.items():
+        np.testing.assert_allclose(result["output"], expected, rtol=1e-4, atol=1e-4, err_msg=framework)
+
+
+def test_an_imported_net_runs_a_scenario_in_keras(tmp_path: Path) -> None:
+    path = _save(residual_net()[0], tmp_path, "residual")
+    done = run_cli("run", "--framework", "keras-tensorflow", "--model-file", str(path), "--device", "cpu",
+                   "--scenario", "infer", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)
+    assert record["status"] == "ok" and record["framework"]["param_count"] == load_spec_file(path).param_count
+
+
+def _one_node(op: str, name: str, inputs: list[str], initializers: list[TensorProto], **attributes: object) -> \
+        onnx.ModelProto:
+    """A one-node graph on an image (N, 2, 8, 8)."""
+    graph = helper.make_graph([helper.make_node(op, ["image", *inputs], ["out"], name=name, **attributes)], "net",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 2, 8, 8])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def old_opset() -> onnx.ModelProto:
+    model = _one_node("Relu", "relu", [], [])
+    model.opset_import[0].version = 12
+    return model
+
+
+def lstm() -> onnx.ModelProto:
+    weights = [numpy_helper.from_array(np.zeros(shape, np.float32), name)
+               for name, shape in (("W", (1, 12, 8)), ("R", (1, 12, 3)))]
+    return _one_node("LSTM", "encoder", ["W", "R"], weights, hidden_size=3)
+
+
+REFUSED = {
+    "old": (old_opset, "uses ONNX opset 12; the importer reads opset 13 and later"),
+    "lstm": (lstm, "node 'encoder' (LSTM) has no counterpart in the spec"),
+    "clip": (lambda: _one_node("Clip", "cap", ["lo", "hi"], [numpy_helper.from_array(np.array(v, np.float32), n)
+                                                             for n, v in (("lo", 0.0), ("hi", 1.0))]),
+             "node 'cap' (Clip) clips to (0.0, 1.0)"),
+    "uneven_max": (lambda: _one_node("MaxPool", "pool", [], [], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
+                   "node 'pool' (MaxPool) pads (0, 1, 0, 1)"),
+    "uncounted": (lambda: _one_node("AveragePool", "avg", [], [], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  "node 'avg' (AveragePool) pads without counting the padding"),
+    "dilated": (lambda: _one_node("Conv", "atrous", ["W"], [numpy_helper.from_array(np.zeros((2, 2, 3, 3),
+                                                                                           np.float32), "W")],
+                                  dilations=[2, 2]), "node 'atrous' (Conv) is dilated"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_refused_in_one_line(case: str, tmp_path: Path) -> None:
+    build, message = REFUSED[case]
+    path = _save(build(), tmp_path, case)
+    with pytest.raises(SpecError) as error:
+        load_spec_file(path)
+    assert str(error.value).startswith(f"{path}: {message}") and "\n" not in str(error.value)
+
+
+def test_cli_estimates_an_onnx_file_and_refuses_an_lstm(tmp_path: Path) -> None:
+    assert run_cli("estimate", "--model-file", str(_save(residual_net()[0], tmp_path, "residual"))).returncode == 0
+    path = _save(lstm(), tmp_path, "lstm")
+    refused = run_cli("estimate", "--model-file", str(path))
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{path}: node 'encoder' (LSTM) has no counterpart in the spec" in lines[0]
+
+
+def test_weights_of_another_spec_are_refused(tmp_path: Path) -> None:
+    path = _save(residual_net()[0], tmp_path, "residual")
+    other = load_spec_file(_save(newer_net()[0], tmp_path, "newer"))
+    with pytest.raises(SpecError, match="is not the one imported"):
+        canonical_weights(path, other)
