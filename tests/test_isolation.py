@@ -35,10 +35,25 @@ def test_no_framework_is_imported_by(package: str) -> None:
         assert "frameworks" not in names, f"{package}/{module} imports the worker side"
 
 
+# The importers read a file format, with its own package: imported only where such a file is read (the orchestrator's
+# load_spec_file), never by a worker, whose environment has neither onnx nor a need for it.
+IMPORTERS = {"keras_import.py": {"numpy"}, "onnx_import.py": {"numpy", "onnx"}}
+
+
 def test_models_depend_on_the_standard_library_only() -> None:
     allowed = set(sys.stdlib_module_names) | {"models", "__future__"}
     for module, names in _imports("models").items():
-        assert names <= allowed, f"models/{module} imports {names - allowed}"
+        extra = IMPORTERS.get(module, set())
+        assert names <= allowed | extra, f"models/{module} imports {names - allowed - extra}"
+
+
+def test_the_importers_load_only_when_a_file_of_theirs_is_read() -> None:
+    """No models module imports an importer at its top level: a worker importing the spec never reaches onnx."""
+    for path in (ROOT / "models").glob("*.py"):
+        top = [node for node in ast.parse(path.read_text()).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        named = {alias.name for node in top for alias in node.names} | {node.module or "" for node in top
+                                                                         if isinstance(node, ast.ImportFrom)}
+        assert not {f"models.{module.removesuffix('.py')}" for module in IMPORTERS} & named, path.name
 
 
 def test_the_worker_side_never_plots() -> None:
