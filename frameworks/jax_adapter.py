@@ -395,7 +395,8 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), SiLU: lambda: jax.nn.silu(x),
               Sigmoid: lambda: jax.nn.sigmoid(x), GELU: lambda: jax.nn.gelu(x, approximate=layer.approximate),
               Rescale: lambda: x * layer.scale + layer.offset,
-              Normalize: lambda: (x - state["mean"]) / numpy.maximum(numpy.sqrt(state["variance"]), 1e-7),
+              Normalize: lambda: (x - state["mean"]) / numpy.maximum(numpy.sqrt(state["variance"]),
+                                                                     layer.least_deviation),
               ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
               Concat: lambda: numpy.concatenate(inputs, axis=-1)}

@@ -128,7 +128,7 @@ def _normalize(shape: tuple[int, ...], device: torch.device) -> torch.nn.Module:
     step updates, so they count as statistics as batch norm's do."""
     channels = (shape[-1], *(1,) * (len(shape) - 1))  # broadcast along torch's channel axis
 
-    class Normalize(torch.nn.Module):
+    class FixedNormalize(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.register_buffer("mean", torch.zeros(shape[-1], device=device))
@@ -136,10 +136,10 @@ def _normalize(shape: tuple[int, ...], device: torch.device) -> torch.nn.Module:
             self.register_buffer("count", torch.zeros((), device=device))
 
         def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-            deviation = self.variance.sqrt().clamp(min=1e-7).view(channels)  # Keras's backend.epsilon()
+            deviation = self.variance.sqrt().clamp(min=Normalize.least_deviation).view(channels)
             return (inputs - self.mean.view(channels)) / deviation
 
-    return Normalize()
+    return FixedNormalize()
 
 
 def _reshape(shape: tuple[int, ...]) -> torch.nn.Module:

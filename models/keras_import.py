@@ -287,6 +287,15 @@ class _Importer:
                 out = self._emit(name if kind == "Activation" else f"{name}/{follow}", follow, [out])
         self.alias[name] = out
 
+    def _norm_over_channels(self, config: dict, source: str, layer: str, option: str, doing: str) -> None:
+        """Batch and layer norm: the spec's normalize the channel (last) axis, with scale and offset, and without
+        `option` (batch norm's renorm, layer norm's RMS scaling)."""
+        if not self._last_axis(config.get("axis", -1), source):
+            raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's {layer} is over the channel (last) "
+                           f"axis")
+        if not (config.get("center", True) and config.get("scale", True)) or config.get(option):
+            raise _Refused(f"drops its scale or offset, or {doing}; the spec's {layer} has both and does not")
+
     def _last_axis(self, axis: object, source: str) -> bool:
         """Whether a Keras `axis` (an int or a list of one) is the channel axis, the last."""
         axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
@@ -341,21 +350,11 @@ class _Importer:
             return self._emit(name, "maxpool2d" if kind == "MaxPooling2D" else "avgpool2d", inputs, pool=pool,
                               stride=stride, padding=padding)
         if kind == "BatchNormalization":
-            if not self._last_axis(config.get("axis", -1), inputs[0]):
-                raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's batch norm is over the channel "
-                               f"(last) axis")
-            if not (config.get("center", True) and config.get("scale", True)) or config.get("renorm"):
-                raise _Refused("drops its scale or offset, or renormalizes; the spec's batch norm has both and "
-                               "does not")
+            self._norm_over_channels(config, inputs[0], "batch norm", "renorm", "renormalizes")
             return self._emit(name, "batchnorm", inputs, epsilon=float(config.get("epsilon", 1e-3)),
                               momentum=round(1 - float(config.get("momentum", 0.99)), 12))
         if kind == "LayerNormalization":
-            if not self._last_axis(config.get("axis", -1), inputs[0]):
-                raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's layernorm is over the channel "
-                               f"(last) axis")
-            if not (config.get("center", True) and config.get("scale", True)) or config.get("rms_scaling"):
-                raise _Refused("drops its scale or offset, or scales by the RMS; the spec's layernorm has both and "
-                               "does not")
+            self._norm_over_channels(config, inputs[0], "layernorm", "rms_scaling", "scales by the RMS")
             return self._emit(name, "layernorm", inputs, epsilon=float(config.get("epsilon", 1e-3)))
         if kind == "Normalization":
             if not self._last_axis(config.get("axis", -1), inputs[0]) or config.get("invert"):

@@ -109,6 +109,13 @@ class _OneInput:
         return {}
 
 
+class _SameShape(_OneInput):
+    """A layer of one input whose output has the input's shape (an activation, a normalization, dropout)."""
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return shape
+
+
 @dataclass(frozen=True)
 class Conv2D(_OneInput):
     """`groups` splits the channels (depthwise when it equals them); `padding` is 'same', 'valid' or pixels per side."""
@@ -218,7 +225,7 @@ class GlobalAvgPool(_OneInput):
 
 
 @dataclass(frozen=True)
-class BatchNorm(_OneInput):
+class BatchNorm(_SameShape):
     """Batch normalization over the channel axis, in torch's convention: `momentum` is the weight of the new batch's
     statistic in the running one (Keras's momentum is 1 minus it); `epsilon` is added to the variance."""
 
@@ -230,9 +237,6 @@ class BatchNorm(_OneInput):
         _epsilon(self.epsilon, "batchnorm.epsilon")
         if isinstance(self.momentum, bool) or not isinstance(self.momentum, (int, float)) or not 0 < self.momentum <= 1:
             raise SpecError(f"batchnorm.momentum must be a number in (0, 1], got {self.momentum!r}")
-
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
 
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
         return {"scale": (shape[-1],), "offset": (shape[-1],)}
@@ -262,7 +266,7 @@ class Dense(_OneInput):
 
 
 @dataclass(frozen=True)
-class Dropout(_OneInput):
+class Dropout(_SameShape):
     """Zeroes `rate` of the values in training (the rest scaled by 1 / (1 - rate)); the identity in inference.
     `per_example` draws one value per example for all its values (Keras's noise_shape (None, 1, 1, 1): the
     stochastic depth of EfficientNet's blocks)."""
@@ -274,9 +278,6 @@ class Dropout(_OneInput):
     def __post_init__(self) -> None:
         _fraction(self.rate, "dropout.rate")
         _flag(self.per_example, "dropout.per_example")
-
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
 
 
 @dataclass(frozen=True)
@@ -290,41 +291,29 @@ class Flatten(_OneInput):
 
 
 @dataclass(frozen=True)
-class ReLU(_OneInput):
+class ReLU(_SameShape):
     kind: ClassVar[str] = "relu"
 
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
-
 
 @dataclass(frozen=True)
-class ReLU6(_OneInput):
+class ReLU6(_SameShape):
     kind: ClassVar[str] = "relu6"
 
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
-
 
 @dataclass(frozen=True)
-class SiLU(_OneInput):
+class SiLU(_SameShape):
     """x * sigmoid(x) (Keras's swish)."""
 
     kind: ClassVar[str] = "silu"
 
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
-
 
 @dataclass(frozen=True)
-class Sigmoid(_OneInput):
+class Sigmoid(_SameShape):
     kind: ClassVar[str] = "sigmoid"
 
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
-
 
 @dataclass(frozen=True)
-class GELU(_OneInput):
+class GELU(_SameShape):
     """x * Phi(x) with the exact normal CDF (torch's and Keras's default), or its tanh approximation."""
 
     approximate: bool = False
@@ -333,12 +322,9 @@ class GELU(_OneInput):
     def __post_init__(self) -> None:
         _flag(self.approximate, "gelu.approximate")
 
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
-
 
 @dataclass(frozen=True)
-class LayerNorm(_OneInput):
+class LayerNorm(_SameShape):
     """Normalizes each position over its channels (the last axis), then scales and shifts per channel; the variance
     is the biased one, `epsilon` added to it."""
 
@@ -348,15 +334,12 @@ class LayerNorm(_OneInput):
     def __post_init__(self) -> None:
         _epsilon(self.epsilon, "layernorm.epsilon")
 
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
-
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
         return {"scale": (shape[-1],), "offset": (shape[-1],)}
 
 
 @dataclass(frozen=True)
-class Rescale(_OneInput):
+class Rescale(_SameShape):
     """x * scale + offset, constants of the net (Keras's Rescaling: pixels from [0, 255] to [0, 1])."""
 
     scale: float = 1.0
@@ -368,19 +351,14 @@ class Rescale(_OneInput):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise SpecError(f"{what} must be a finite number, got {value!r}")
 
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
-
 
 @dataclass(frozen=True)
-class Normalize(_OneInput):
+class Normalize(_SameShape):
     """(x - mean) / max(sqrt(variance), 1e-7) per channel, with the mean and variance fixed state (Keras's
     Normalization; `count`, the examples its adapt() saw, is state it holds too, so it is counted)."""
 
+    least_deviation: ClassVar[float] = 1e-7  # Keras's backend.epsilon(), the divisor's floor
     kind: ClassVar[str] = "normalize"
-
-    def output_shape(self, shape: Shape) -> Shape:
-        return shape
 
     def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
         return {"mean": (shape[-1],), "variance": (shape[-1],), "count": ()}
