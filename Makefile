@@ -1,5 +1,6 @@
 # make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,keras-jax] [MODELS=keras-small] [TIMEOUT=600]
 #            [START=--resume|--fresh] [JOBS=2] [BATCHES=10,20,30]
+# make gpu-check [DEVICE=auto|cpu|cuda] [QUICK=1] [LIMIT=540] [PIECES=default,fit] [OUT=folder]
 # make test
 PYTHON ?= python3
 TOOLS := .venv-tools
@@ -12,8 +13,12 @@ TIMEOUT ?= 600
 START ?=
 JOBS ?= 1
 BATCHES ?=
+LIMIT ?= 540
+PIECES ?=
+QUICK ?=
+OUT ?=
 
-.PHONY: bench test envs clean
+.PHONY: bench gpu-check test envs clean
 
 $(TOX):
 	$(PYTHON) -m venv $(TOOLS)
@@ -33,6 +38,13 @@ bench: envs
 	.tox/bench/bin/python -m suites bench --suite "$(SUITE)" --device "$(DEVICE)" \
 		--frameworks "$(FRAMEWORKS)" --models "$(MODELS)" --timeout "$(TIMEOUT)" --jobs "$(JOBS)" \
 		--batches "$(BATCHES)" $(START)
+
+# Every piece of evidence this machine can give, within LIMIT seconds a call; the next call goes on where it stopped.
+# With FOOTPRINT_PYTHON (a prepared interpreter, docs/usage.md) no environment is made: that interpreter orchestrates.
+ORCHESTRATOR := $(if $(FOOTPRINT_PYTHON),$(FOOTPRINT_PYTHON),.tox/bench/bin/python)
+gpu-check: $(if $(FOOTPRINT_PYTHON),,envs)
+	$(ORCHESTRATOR) -m suites check --device "$(DEVICE)" --limit "$(LIMIT)" --pieces "$(PIECES)" \
+		$(if $(QUICK),--quick) $(if $(OUT),--out "$(OUT)")
 
 test: envs
 	$(TOX) run -e test

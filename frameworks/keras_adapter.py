@@ -6,14 +6,23 @@ allocator's figures, synchronizing, the calibration array) is the backend's own:
 adapters' for those backends, `TensorflowRuntime` here for TensorFlow, whose Keras path is story 3's.
 Keras decides XLA itself (`jit_compile="auto"`: off on CPU-only TensorFlow); the record notes what it
 chose. Tracing happens at the first call, not in compile.
+
+A Keras process sees its own backend only: where the interpreter holds the other backends too (one prepared
+interpreter for every framework, FOOTPRINT_PYTHON), Keras would import some of them just because they are installed
+(keras/src/callbacks/orbax_checkpoint.py runs `import jax` at Keras's import, keras.utils.set_random_seed imports
+TensorFlow where it is found), which a Keras user with one backend installed, and each tox env here, never pays.
+The adapter hides those packages from the process (`HIDDEN_VARIABLE`, in the record's env_set where any is found),
+so the import and build phases measure Keras and its backend alone, as the tox envs do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import math
 import os
+import sys
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Protocol
 
@@ -58,6 +67,23 @@ if TYPE_CHECKING:
 
 FRAMEWORKS = ("keras-jax", "keras-tensorflow", "keras-torch")
 JIT_COMPILE = {"auto": "auto", "jit": True, "no-jit": False}  # models.executions' Keras modes: compile()'s argument
+# Each backend's packages, which a Keras process on another backend hides (see the module's docstring)
+BACKEND_PACKAGES = {"jax": ("jax", "jaxlib", "flax"), "tensorflow": ("tensorflow",), "torch": ("torch",)}
+HIDDEN_VARIABLE = "FOOTPRINT_KERAS_HIDDEN"  # the installed packages hidden, comma-separated
+
+
+def other_backends(backend: str) -> list[str]:
+    """The other backends' packages that this interpreter holds (found, not imported)."""
+    return [name for other, names in BACKEND_PACKAGES.items() if other != backend for name in names
+            if importlib.util.find_spec(name) is not None]
+
+
+def hide_packages() -> None:
+    """Hides the packages HIDDEN_VARIABLE names before Keras is imported: None in sys.modules is Python's own "not
+    installed" (an import raises ModuleNotFoundError, importlib.util.find_spec says None). One already imported
+    stays."""
+    for name in filter(None, os.environ.get(HIDDEN_VARIABLE, "").split(",")):
+        sys.modules.setdefault(name, None)
 
 
 class Runtime(Protocol):
@@ -158,7 +184,9 @@ class KerasAdapter(Adapter):
 
     def environment(self) -> dict[str, str]:
         hidden = {"CUDA_VISIBLE_DEVICES": ""} if self.scenario.device == "cpu" else {}  # or a backend takes a GPU
-        return {"KERAS_BACKEND": self.backend} | self.runtime.environment() | hidden
+        others = other_backends(self.backend)
+        return ({"KERAS_BACKEND": self.backend} | self.runtime.environment() | hidden
+                | ({HIDDEN_VARIABLE: ",".join(others)} if others else {}))
 
     @property
     def compiles_ahead(self) -> bool:
@@ -184,6 +212,7 @@ class KerasAdapter(Adapter):
 
     def import_framework(self) -> dict[str, str]:
         global keras
+        hide_packages()
         versions = self.runtime.import_framework()
         import keras
 

@@ -40,7 +40,7 @@ from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from frameworks.rss_sampler import RssSampler
 from models.catalogue import load_model
-from models.protocol import HELPER_PREFIX, MARK_VARIABLE, write_scenario
+from models.protocol import COMPILE_CACHE_VARIABLE, HELPER_PREFIX, MARK_VARIABLE, programs_key, write_scenario
 from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
@@ -296,16 +296,30 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
     """Runs the adapter's compile helper before any phase, so its scratch is in no measured window.
 
     The helper is a fresh process of this interpreter that builds the same scenario (its file written in `folder`)
-    and compiles what the phases will run into a persistent cache there, which this worker then reads (its variables
-    set here, before the framework is imported). Its output goes to this worker's line by line as it comes, each
-    after HELPER_PREFIX: the orchestrator reads an out-of-memory line live, and names `compile` for it whatever phase
-    this worker has reached by then. A failure is kept for `compile` to report.
+    and compiles what the phases will run into a persistent cache, which this worker then reads (its variables set
+    here, before the framework is imported). The cache is the bench's one (COMPILE_CACHE_VARIABLE) where there is
+    one, else in `folder`: where an earlier helper of the bench compiled the same programs under the same allocator
+    settings (`programs_key`: a pool-off twin's are its pooled run's), no helper starts, and the record says whose
+    helper compiled them and what that took. The helper's
+    output goes to this worker's line by line as it comes, each after HELPER_PREFIX: the orchestrator reads an
+    out-of-memory line live, and names `compile` for it whatever phase this worker has reached by then. A failure is
+    kept for `compile` to report.
     """
     if not adapter.compiles_ahead or "compile" not in adapter.scenario.phases:
         return {}
-    cache, figures = os.path.join(folder, "cache"), os.path.join(folder, "helper.json")
+    bench_cache = os.environ.get(COMPILE_CACHE_VARIABLE)
+    bench_cache = bench_cache if bench_cache and os.path.isdir(bench_cache) else None  # not on a Ray node elsewhere
+    cache = os.path.join(bench_cache or folder, "cache")
     shared, own = adapter.cache_environment(cache), adapter.helper_environment()
+    key = programs_key(adapter.scenario.to_dict(), adapter.scenario.allocator_settings["env"] | own)
+    compiled = Path(bench_cache, "compiled", f"{key}.json") if bench_cache else None
     os.environ.update(shared)
+    if compiled and compiled.exists():
+        earlier = json.loads(compiled.read_text())
+        return {"what": f"compiled by the helper of {earlier['compiled_by']} in this bench, into its cache; no helper "
+                        "here: the phases load from that cache", "seconds": 0.0, "env_set": shared,
+                "compiled_by": earlier["compiled_by"], "compile_scratch": earlier["compile_scratch"]}
+    figures = os.path.join(folder, "helper.json")
     command = [sys.executable, "-m", "frameworks.worker", "ahead", write_scenario(adapter.scenario.to_dict(), folder),
                figures]
     started = time.monotonic()
@@ -320,6 +334,10 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
     if done.returncode or "failure" in written:
         reason = written.get("failure") or {"phase": "start", "message": f"exit status {done.returncode}"}
         return helper | {"failure": f"the compile helper failed in its {reason['phase']}: {reason['message']}"}
+    if compiled:
+        compiled.parent.mkdir(exist_ok=True)
+        atomic_write_json(compiled, {"compiled_by": adapter.scenario.label,
+                                     "compile_scratch": written["compile_scratch"]})
     return helper | written
 
 

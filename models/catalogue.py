@@ -139,6 +139,40 @@ def probe_deep() -> ModelSpec:
                     " measured runtime per layer", batch=1)
 
 
+def probe_conv() -> ModelSpec:
+    """Convolutions only, at the probe's size: a 3x3 conv and a 1x1 head to one map, trained on an image (mse), as
+    heatmap68 is. No dense layer, so no BLAS workspace: on a GPU what it holds beyond its tensors is cuDNN's
+    convolution workspace and the modules its kernels load, which the probe's figure mixes with cuBLAS's."""
+    layers = (Conv2D(2), Conv2D(1, kernel=1))
+    return ModelSpec("probe-conv", (8, 8, 1), layers, "mse", default_batch=1,
+                     description="conv probe: two tiny convs and no dense layer, for cuDNN's conv workspace")
+
+
+def probe_dense() -> ModelSpec:
+    """Dense layers only, on a flat input at the probe's size: what it holds beyond its tensors is the BLAS
+    workspace (cuBLAS's on a GPU, one per thread that multiplies) and the modules its kernels load, with no
+    convolution beside it."""
+    layers = (Dense(2), Dense(1))
+    return ModelSpec("probe-dense", (64,), layers, "mse", default_batch=1,
+                     description="dense probe: two tiny dense layers and nothing else, for the BLAS workspace")
+
+
+def probe_norm() -> ModelSpec:
+    """One batch norm on the probe's input image (mse on its output): its statistics, the per-channel values its
+    backward pass saves, and on a GPU cuDNN's batch-norm kernels and any reserve space they take."""
+    return ModelSpec("probe-norm", (8, 8, 1), (BatchNorm(),), "mse", default_batch=1,
+                     description="norm probe: one batch norm alone, for what batch norm's kernels hold")
+
+
+def probe_pool() -> ModelSpec:
+    """Max, average and global average pooling after one 1x1 conv, the weight that makes the gradient run back
+    through every pool: beyond its tensors, the pooling kernels' cost (torch's int64 max-pool indices are
+    tensors the rules count); the 1x1 conv's own part is what probe-conv measures."""
+    layers = (Conv2D(1, kernel=1), MaxPool2D(2), AvgPool2D(2), GlobalAvgPool())
+    return ModelSpec("probe-pool", (8, 8, 1), layers, "mse", default_batch=1,
+                     description="pool probe: max, average and global pooling behind one 1x1 conv")
+
+
 def plain(depth: int) -> ModelSpec:
     """Depth family for sweeps: `depth` 3x3 convs with ReLU at width 64 on 32x32, a small head."""
     body = tuple(layer for _ in range(depth) for layer in (Conv2D(64), ReLU()))
@@ -246,6 +280,10 @@ CATALOGUE: dict[str, Callable[[], ModelSpec]] = {
     "mobilenetv2": mobilenetv2,
     "densenet121": densenet121,
     "probe": probe,
+    "probe-conv": probe_conv,
+    "probe-dense": probe_dense,
+    "probe-norm": probe_norm,
+    "probe-pool": probe_pool,
 }
 FAMILIES = {"plain-N": (re.compile(r"plain-(\d+)"), plain)}
 EXAMPLE_FAMILY_MEMBERS = ("plain-8",)

@@ -3,6 +3,7 @@ import it, and neither imports the other (the orchestrator never imports a frame
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -23,3 +24,19 @@ def write_scenario(scenario: dict, folder: str | Path) -> str:
     path = Path(folder, SCENARIO_FILE)
     path.write_text(json.dumps(scenario))
     return str(path)
+
+
+# A bench's one compilation cache, shared by its scenarios' compile helpers (a folder the orchestrator makes for the
+# run and removes after it): a scenario whose helper would compile the same programs under the same allocator
+# settings as an earlier one's (a pool-off twin's helper runs as its pooled run's does: pool off) loads them from
+# there and starts no helper (frameworks/worker.py compile_ahead).
+COMPILE_CACHE_VARIABLE = "FOOTPRINT_COMPILE_CACHE"
+
+
+def programs_key(scenario: dict, helper_settings: dict[str, str]) -> str:
+    """What a scenario's helper compiles and autotunes under, as a file name: the scenario's settings but its
+    allocator mode, which changes where the worker's arrays live, not the programs, and the allocator variables the
+    helper runs with, under which the autotuner found its scratch (a cap changes what it may choose)."""
+    settings = {name: value for name, value in scenario.items() if name != "allocator"}
+    text = json.dumps([settings, helper_settings], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]

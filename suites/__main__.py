@@ -232,6 +232,23 @@ def _bench(args: argparse.Namespace) -> int:
                      args.jobs, args.address, args.batches)
 
 
+def _check(args: argparse.Namespace) -> int:
+    from suites.bench import check
+    from suites.bench.pieces import NAMES
+    from suites.report import check_page
+
+    only = [name for name in args.pieces.split(",") if name]
+    for name in only:
+        if name not in NAMES:
+            raise SpecError(f"unknown piece {name!r}; valid: {', '.join(NAMES)}")
+    resolved = device.resolve(args.device)
+    missing = device.no_gpu(resolved)
+    if missing:
+        raise SetupError(missing)
+    target = Path(args.out) if args.out else check.folder(resolved, args.quick)
+    return check.run_check(target, resolved, args.quick, args.limit, only, check_page.write)
+
+
 def _run_file(path: str) -> dict:
     """A run file given on the command line; one line (exit 2) where it is not one."""
     try:
@@ -420,6 +437,17 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--fresh", action="store_true", help="start the run file over (default: add or replace "
                                                             "this run's scenarios, keep the others)")
     bench.set_defaults(action=_bench)
+
+    checks = commands.add_parser("check", help="make gpu-check: every piece, resumable, in one folder")
+    checks.add_argument("--device", default="auto", choices=DEVICES)
+    checks.add_argument("--quick", action="store_true", help="the small form: each piece in small, in "
+                                                            "results/local/<card>-<commit>-quick/ (make test runs it)")
+    checks.add_argument("--limit", type=_seconds, default=540.0, help="seconds this call may take (default 540); "
+                                                                     "the next call goes on where it stopped")
+    checks.add_argument("--pieces", default="", help="comma-separated pieces to run (again); default: those not "
+                                                    "yet ended")
+    checks.add_argument("--out", help="the folder (default: results/<card>-<commit>/)")
+    checks.set_defaults(action=_check)
 
     versus = commands.add_parser("compare", help="two runs by scenario and phase: exit 1 if a peak grew")
     versus.add_argument("base")

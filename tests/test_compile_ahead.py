@@ -12,7 +12,8 @@ import pytest
 
 from frameworks.worker import load_adapter
 from frameworks.xla_compiles import FAKE_AUTOTUNE
-from models.protocol import write_scenario
+from models import allocators
+from models.protocol import COMPILE_CACHE_VARIABLE, programs_key, write_scenario
 from models.record import phase
 from models.scenario import Scenario
 from suites.run.orchestrator import worker_environment
@@ -77,3 +78,43 @@ def test_on_a_gpu_every_xla_compile_goes_through_the_helper_and_its_cache(
     cache = adapter.cache_environment("/cache")
     assert cache.get("JAX_COMPILATION_CACHE_DIR") == "/cache" or cache["TF_XLA_FLAGS"].endswith(
         "--tf_xla_persistent_cache_directory=/cache")
+
+
+@pytest.mark.parametrize("framework", ["jax", "keras-jax"])
+def test_a_pool_off_twin_loads_its_pooled_run_s_programs_and_starts_no_helper(framework: str, tmp_path: Path) -> None:
+    """A bench's scenarios share one compilation cache (COMPILE_CACHE_VARIABLE): the twin, which differs only in its
+    allocator, compiles nothing, in a helper or in a phase, and says whose helper compiled what it loads."""
+    bench_cache = tmp_path / "bench-cache"
+    bench_cache.mkdir()
+    records = []
+    for mode in ("default", allocators.without_pool(framework)):
+        scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu", allocator=mode)
+        folder = tmp_path / mode
+        folder.mkdir()
+        out = folder / "record.json"
+        done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "scenario",
+                               write_scenario(scenario.to_dict(), folder), str(out)], cwd=ROOT, capture_output=True,
+                              text=True, timeout=300, env=worker_environment(scenario) | {
+                                  FAKE_AUTOTUNE: str(SCRATCH), COMPILE_CACHE_VARIABLE: str(bench_cache)})
+        records.append(json.loads(out.read_text()))
+        assert done.returncode == 0 and records[-1]["status"] == "ok", done.stderr[-2000:]
+    pooled, twin = (record["worker"]["compile_helper"] for record in records)
+    assert pooled["exit_code"] == 0 and pooled["compile_scratch"]["xla_compiled_so_far"] > 0
+    assert "exit_code" not in twin and twin["seconds"] == 0.0
+    assert twin["compiled_by"] == Scenario.from_dict(records[0]["scenario"]).label
+    assert twin["compile_scratch"] == pooled["compile_scratch"]  # the figure of the helper that compiled them
+    for measured in records[1]["phases"]:
+        assert measured["notes"].get("xla_compiled_so_far", 0) == 0, (measured["name"], measured["notes"])
+
+
+@pytest.mark.parametrize("framework", ["jax", "keras-jax"])
+def test_on_a_gpu_only_the_pool_off_twin_shares_its_pooled_run_s_programs(framework: str) -> None:
+    """The helper runs with the pool off whatever the worker's mode, so a twin's helper would compile and autotune
+    what its pooled run's did, under the same settings; a cap or another allocator is another autotuning."""
+    def key(mode: str) -> str:
+        scenario = Scenario.create(framework, "plain-8", kind="train", device="cuda", allocator=mode)
+        helper = allocators.settings(framework, allocators.without_pool(framework), "LAZY", "cuda")["env"]
+        return programs_key(scenario.to_dict(), scenario.allocator_settings["env"] | helper)
+
+    assert key("default") == key(allocators.without_pool(framework))
+    assert key("platform") != key("default") and key("fraction=0.3") != key("default")

@@ -5,12 +5,21 @@ one fault and checks what the suite records: the status and phase, the exit code
 no worker process and no `footprint-*` temporary folder is left. `FAULTS` is also the README's table of faults
 (`table()`; a test keeps the two in step). Worker faults are injected by the worker itself on request
 (FOOTPRINT_FAULT=PHASE:KIND, the hook the suite's own tests use) or sent from outside, as a user's kill would be.
+
+The device rows (`DEVICE_ROWS`, run by `test_device_row` for torch and for JAX) are the rows a GPU must see: out of
+memory under the framework's own cap, SIGKILL of the worker from outside, SIGTERM of a bench, and the budget probe
+that once hung (`fit`). They run on the device FOOTPRINT_FAULT_DEVICE names (default `cpu`; `make gpu-check` gives
+`cuda`), for the frameworks FOOTPRINT_FAULT_FRAMEWORKS lists (comma-separated; default both), with the same row
+functions as the CPU rows: `pytest tests/test_faults.py -k device_row` (`DEVICE_ROWS_SELECTION`) runs them alone.
+Without FOOTPRINT_FAULT_DEVICE they skip: the check's faults piece runs them (in `make test`, its small form).
+On the CPU a device row that is exactly a row of `FAULTS` is skipped (it runs there); on a GPU every one runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,12 +34,24 @@ import psutil
 import pytest
 
 from models.record import TEMPORARY
+from suites.analysis.fit import EXIT_CODES
 from suites.run import runfile
 from suites.run.registry import ROOT
 from tests.conftest import gone
 
-PROBE = ["--framework", "torch", "--model", "probe", "--device", "cpu"]
-BENCH = ["bench", "--suite", "default", "--device", "cpu", "--frameworks", "torch", "--models", "probe"]
+
+def probe(framework: str = "torch", device: str = "cpu") -> list[str]:
+    """`run` and `fit`'s arguments for the probe net."""
+    return ["--framework", framework, "--model", "probe", "--device", device]
+
+
+def bench(framework: str = "torch", device: str = "cpu") -> list[str]:
+    """The default suite on the probe net alone (its scenarios: each kind, and on a GPU each pool off too)."""
+    return ["bench", "--suite", "default", "--device", device, "--frameworks", framework, "--models", "probe"]
+
+
+PROBE = probe()
+BENCH = bench()
 PUBLISHED_CPU = ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json"
 PUBLISHED_CUDA = ROOT / "results" / "h100-c3d4247" / "default-cuda.json"
 FIT_RUN = ROOT / "results" / "cpu-248a74c" / "fit-cpu.json"  # answers only: no scenario records
@@ -79,13 +100,16 @@ def _in_phase(tmp: Path, phase: str) -> int:
 
 def run(base: Path, args: list[str], extra: dict[str, str] | None = None,
         interrupt: Callable[[subprocess.Popen, Path], bool] | None = None, send: int = signal.SIGTERM,
-        to_worker: bool = False, timeout: float = 300) -> Ending:
+        to_worker: bool = False, timeout: float = 300, limit_kib: int | None = None) -> Ending:
     """`python -m suites ARGS`, watched for the workers it starts; where `interrupt(command, tmp)` turns true, `send`
     goes to the worker (`to_worker`) or to the command itself. A command still running at `timeout` is killed and
-    fails the row (a quadratic estimate, a hang)."""
+    fails the row (a quadratic estimate, a hang). `limit_kib`: under `ulimit -v` (the command and its workers)."""
     env = _environment(base, extra or {})
     seen: list[psutil.Process] = []
-    with subprocess.Popen([sys.executable, "-m", "suites", *args], cwd=ROOT, env=env, text=True,
+    command_line = [sys.executable, "-m", "suites", *args]
+    if limit_kib is not None:  # the shell execs the command: its pid is the command's
+        command_line = ["bash", "-c", f'ulimit -v {limit_kib} && exec "$0" "$@"', *command_line]
+    with subprocess.Popen(command_line, cwd=ROOT, env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as command:
         deadline = time.monotonic() + timeout
         while command.poll() is None and time.monotonic() < deadline:
@@ -148,8 +172,8 @@ def worker_hangs(base: Path) -> None:
     _clean(ending)
 
 
-def _killed_from_outside(base: Path, sent: int, status: str) -> None:
-    ending = run(base, ["run", *PROBE, "--out", str(base / "results" / "record.json")],
+def _killed_from_outside(base: Path, sent: int, status: str, framework: str = "torch", device: str = "cpu") -> None:
+    ending = run(base, ["run", *probe(framework, device), "--out", str(base / "results" / "record.json")],
                  {"FOOTPRINT_FAULT": "build:hang"}, interrupt=_phase("build"), send=sent, to_worker=True)
     record = ending.record()
     assert ending.code == 1 and (record["status"], record["failure"]["phase"]) == (status, "build"), record
@@ -176,25 +200,29 @@ def garbage_output(base: Path) -> None:
 LIMIT_KIB = 8 * 2**20  # `ulimit -v`: room for a framework's import; the exhaust fault takes the rest
 # 16 GiB of fp32 weights: more than the limit leaves, less than the machine has (so `run` does not refuse it)
 TOO_LARGE = {"name": "too-large", "input_shape": [16384], "loss": "mse", "layers": [{"type": "dense", "units": 262144}]}
+# On a GPU the framework's own cap, the allocator mode fit's `capped` sets (torch's per-process memory fraction, JAX's
+# preallocated fraction): 5% is 4 GB of an 80 GB card, 7 GB of a 141 GB one, under the 16 GiB layer either way
+GPU_CAP = "fraction=0.05"
 
 
-def _out_of_memory(base: Path, framework: str, fault: str | None) -> None:
-    """Under `ulimit -v` (the command and its worker): `exhaust` takes every byte the limit leaves and holds it, as a
-    framework that ran out holds what it has; without it, the framework's own error at a 256 GiB layer. Either way
-    the worker writes its own record (`recorded_by`), not the orchestrator reading its output."""
+def _out_of_memory(base: Path, framework: str, fault: str | None, device: str = "cpu") -> None:
+    """Under a cap: on the CPU `ulimit -v` (the command and its worker), on a GPU the framework's own (`GPU_CAP`).
+    `exhaust` (the CPU only) takes every byte the limit leaves and holds it, as a framework that ran out holds what
+    it has; without it, the framework's own error at a 16 GiB layer. Either way the worker writes its own record
+    (`recorded_by`), not the orchestrator reading its output."""
     (base / "results").mkdir()
     spec = base / "too-large.json"
     spec.write_text(json.dumps(TOO_LARGE))
     model = ["--model", "probe"] if fault else ["--model-file", str(spec)]
+    cap = [] if device == "cpu" else ["--allocator", GPU_CAP]
     out = base / "results" / "record.json"
-    command = ["bash", "-c", f'ulimit -v {LIMIT_KIB} && exec "$0" "$@"', sys.executable, "-m", "suites", "run",
-               "--framework", framework, *model, "--scenario", "infer", "--device", "cpu", "--out", str(out)]
-    env = _environment(base, {"FOOTPRINT_FAULT": fault} if fault else {})
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    record = json.loads(out.read_text())
-    assert done.returncode == 1 and (record["status"], record["failure"]["phase"]) == ("oom", "build"), record
+    ending = run(base, ["run", "--framework", framework, *model, "--scenario", "infer", "--device", device, *cap,
+                        "--out", str(out)], {"FOOTPRINT_FAULT": fault} if fault else {},
+                 limit_kib=LIMIT_KIB if device == "cpu" else None)
+    record = ending.record()
+    assert ending.code == 1 and (record["status"], record["failure"]["phase"]) == ("oom", "build"), record
     assert record["failure"]["recorded_by"] == "worker", record["run"]["output_tail"]
-    assert not list((base / "tmp").glob("footprint-*"))
+    _clean(ending)
 
 
 def torch_out_of_memory(base: Path) -> None:
@@ -238,12 +266,17 @@ def every_scenario_times_out(base: Path) -> None:
     _clean(ending)
 
 
-def _stopped_bench(base: Path, sent: int) -> None:
-    ending = run(base, BENCH, interrupt=_stored(1), send=sent)
-    data = ending.run_file()
+def _stopped_bench(base: Path, sent: int, framework: str = "torch", device: str = "cpu") -> None:
+    ending = run(base, bench(framework, device), interrupt=_stored(1), send=sent)
+    data = ending.run_file(f"default-{device}.json")
     assert ending.code == 130 and f"stopped by {signal.Signals(sent).name}" in ending.output, ending.output[-2000:]
-    assert data["complete"] is False and data["missing"] and len(data["records"]) + len(data["missing"]) == 4
-    assert not (ending.results / "default-cpu.json.store").exists()  # the run file holds all it had (docs/usage.md)
+    # as many as the bench said it would run: 4 on the CPU, more on a GPU (each pooling framework with its pool off)
+    planned = re.search(r"^footprint: suite default, (\d+) scenarios on ", ending.output, re.MULTILINE)
+    assert planned and (device != "cpu" or planned[1] == "4"), ending.output[-2000:]
+    assert data["complete"] is False and data["missing"]
+    assert len(data["records"]) + len(data["missing"]) == int(planned[1]), data["missing"]
+    # the run file holds all it had (docs/usage.md)
+    assert not (ending.results / f"default-{device}.json.store").exists()
     _clean(ending)
 
 
@@ -636,3 +669,69 @@ def test_fault(fault: Fault, tmp_path: Path) -> None:
 
 def test_the_readme_lists_every_fault_as_the_matrix_runs_it() -> None:
     assert table() in (ROOT / "README.md").read_text()
+
+
+# ---- the device rows: the rows a GPU must see, on the device FOOTPRINT_FAULT_DEVICE names, for torch and JAX ----
+
+DEVICE = os.environ.get("FOOTPRINT_FAULT_DEVICE", "cpu")
+DEVICE_FRAMEWORKS = ("torch", "jax")
+DEVICE_ROWS_SELECTION = "device_row"  # `pytest tests/test_faults.py -k device_row`: the device rows alone
+
+
+def out_of_memory_under_a_cap(base: Path, framework: str, device: str) -> None:
+    """The framework's own out-of-memory at a 16 GiB layer: under `ulimit -v` on the CPU, its allocator's cap on a
+    GPU."""
+    _out_of_memory(base, framework, None, device)
+
+
+def sigkill_of_the_worker(base: Path, framework: str, device: str) -> None:
+    _killed_from_outside(base, signal.SIGKILL, "killed", framework, device)
+
+
+def sigterm_of_the_bench(base: Path, framework: str, device: str) -> None:
+    _stopped_bench(base, signal.SIGTERM, framework, device)
+
+
+def budget_probe_ends(base: Path, framework: str, device: str) -> None:
+    """`fit` of keras200m within 2 GiB, the budget probe that once hung on a GPU (the probe net within 2 GiB on the
+    CPU, where keras200m's probes would take minutes): it ends with an answer, its exit code the answer's, and no
+    probe ran into its timeout (a hang the timeout ended is still a hang)."""
+    model = "keras200m" if device != "cpu" else "probe"
+    out = base / "results" / "fit.json"
+    ending = run(base, ["fit", "--model", model, "--framework", framework, "--budget", "2GiB", "--device", device,
+                        "--max-batch", "2", "--timeout", "120", "--out", str(out)])
+    assert ending.workers and "Traceback" not in ending.output, ending.output[-2000:]
+    result = json.loads(out.read_text())
+    assert result["answer"] in EXIT_CODES and ending.code == EXIT_CODES[result["answer"]], ending.output[-2000:]
+    statuses = [found["status"] for found in result["probes"]]
+    assert statuses and "timeout" not in statuses, (statuses, result["unknown_reason"])
+    _clean(ending)
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    check: Callable[[Path, str, str], None]  # (base, framework, device)
+    on_the_cpu: dict[str, Callable[[Path], None]]  # the row of FAULTS each framework's CPU run of it is, exactly
+
+
+DEVICE_ROWS = (
+    DeviceRow(out_of_memory_under_a_cap, {"torch": torch_out_of_memory}),
+    DeviceRow(sigkill_of_the_worker, {"torch": sigkill_from_outside}),
+    DeviceRow(sigterm_of_the_bench, {"torch": sigterm_of_a_bench}),
+    DeviceRow(budget_probe_ends, {}),
+)
+
+
+@pytest.mark.parametrize(("row", "framework"), [(row, framework) for row in DEVICE_ROWS for framework in
+                                                DEVICE_FRAMEWORKS],
+                         ids=[f"{row.check.__name__}-{framework}" for row in DEVICE_ROWS for framework in
+                              DEVICE_FRAMEWORKS])
+def test_device_row(row: DeviceRow, framework: str, tmp_path: Path) -> None:
+    if "FOOTPRINT_FAULT_DEVICE" not in os.environ:  # `make test` runs them once, in the check's small form
+        pytest.skip("run by `python -m suites check` (its faults piece names the device; tests/test_check.py)")
+    chosen = [name for name in os.environ.get("FOOTPRINT_FAULT_FRAMEWORKS", "").split(",") if name]
+    if chosen and framework not in chosen:
+        pytest.skip(f"{framework} is not among FOOTPRINT_FAULT_FRAMEWORKS ({', '.join(chosen)})")
+    if DEVICE == "cpu" and framework in row.on_the_cpu:
+        pytest.skip(f"on the CPU this is the row {row.on_the_cpu[framework].__name__} of FAULTS, which runs it")
+    row.check(tmp_path, framework, DEVICE)

@@ -7,6 +7,8 @@ every framework, these three included, in test_parity.py and test_techniques.py.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 
@@ -16,7 +18,7 @@ from models.scenario import Scenario
 from suites.analysis import across_records
 from suites.run import runfile
 from suites.run.orchestrator import run_scenario
-from suites.run.registry import ROOT, frameworks
+from suites.run.registry import ROOT, frameworks, interpreter
 
 KERAS = ["keras-jax", "keras-tensorflow", "keras-torch"]
 
@@ -61,3 +63,17 @@ def test_keras_overhead_pairs_each_keras_record_with_its_raw_backend() -> None:
         holds, _ = overhead.phases["build"]
         assert holds == (phase(keras, "build")["host"]["peak_rss"]["bytes"]
                          - phase(raw, "build")["host"]["peak_rss"]["bytes"])
+
+
+def test_a_keras_process_hides_the_other_backends_packages() -> None:
+    """One prepared interpreter for every framework (a GPU image) holds jax beside torch, and Keras on torch imported
+    it at its import (orbax_checkpoint's `import jax`): 100 MiB and a second of import no tox env has. A hidden
+    package is as if not installed, to an import and to importlib.util.find_spec (tomllib stands in: it is
+    installed and Keras never imports it)."""
+    script = ("import importlib.util, os; os.environ['FOOTPRINT_KERAS_HIDDEN'] = 'tomllib'\n"
+              "from frameworks.keras_adapter import hide_packages\nhide_packages()\n"
+              "assert importlib.util.find_spec('tomllib') is None\n"
+              "try:\n    import tomllib\nexcept ModuleNotFoundError:\n    print('hidden')\n")
+    done = subprocess.run([interpreter("keras-torch"), "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": os.environ["PATH"]})
+    assert done.stdout.strip() == "hidden", done.stderr[-2000:]

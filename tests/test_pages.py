@@ -14,7 +14,7 @@ from suites.__main__ import parser
 from suites.analysis.across_records import savings
 from suites.analysis.constants import PROBES
 from suites.bench import matrix
-from suites.report import stories
+from suites.report import stories, timing
 from suites.run.registry import ROOT
 from suites.run.runfile import load
 
@@ -140,3 +140,12 @@ def test_make_tests_time_is_stated_once() -> None:
                if "make test" in paragraph and DURATION.search(paragraph)]
     assert stating == ["README.md"]
     assert "[README](../README.md#the-two-commands)" in USAGE
+
+
+def test_the_time_table_s_gpu_column_is_the_newest_gpu_run_s() -> None:
+    """The table gave d2f1409's times after two newer GPU runs; its GPU column is now read from the newest one."""
+    header, cells = timing.column(timing.newest_gpu_run())
+    section = USAGE[USAGE.index("### How long each suite takes"):USAGE.index("### What each suite runs")]
+    assert f"| suite | CPU, 2 cores | {header} |" in section
+    for suite, cell in cells.items():
+        assert re.search(rf"^\| `{suite}` \|.*\| {re.escape(cell)} \|$", section, re.MULTILINE), (suite, cell)

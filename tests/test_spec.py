@@ -37,6 +37,25 @@ def test_heatmap68_is_tiny_weights_big_maps() -> None:
     assert largest_map > spec.weight_bytes()
 
 
+def test_each_kind_probe_holds_its_kind_and_the_probes_suite_runs_every_probe() -> None:
+    """probe-conv has no dense layer (so cuDNN's workspace is not mixed with cuBLAS's) and probe-dense no conv; each
+    stays at the probe's tiny size, and the probes suite runs every probe of the catalogue in both kinds."""
+    from suites.bench.matrix import SUITES
+
+    kinds = {name: {layer.kind for layer in get_model(name).layers}
+             for name in ("probe-conv", "probe-dense", "probe-norm", "probe-pool")}
+    assert kinds == {"probe-conv": {"conv2d"}, "probe-dense": {"dense"}, "probe-norm": {"batchnorm"},
+                     "probe-pool": {"conv2d", "maxpool2d", "avgpool2d", "global_avg_pool"}}
+    assert get_model("probe-conv").param_count == (9 * 1 * 2 + 2) + (1 * 2 * 1 + 1) == 23
+    assert get_model("probe-dense").param_count == (64 * 2 + 2) + (2 * 1 + 1) == 133
+    assert (get_model("probe-norm").param_count, get_model("probe-norm").statistics_count) == (2, 2)
+    assert get_model("probe-pool").param_count == 2
+    assert all(get_model(name).weight_bytes() < 1024 for name in kinds)
+    probes = {spec.name for spec in listed_models() if spec.name.startswith("probe")}
+    (part,) = SUITES["probes"]
+    assert set(part.models) == probes and part.without_pool and set(part.kinds) == {"train", "infer"}
+
+
 def test_plain_family_grows_by_one_conv_per_depth() -> None:
     per_conv = 9 * 64 * 64 + 64
     assert get_model("plain-16").param_count - get_model("plain-8").param_count == 8 * per_conv

@@ -40,6 +40,9 @@ TECHNIQUE_MODEL, TECHNIQUE_BATCH = "plain-16", 16
 # Story 2's tricks on the nets they are about, at the real nets' catalogue batch (8; see the catalogue)
 REAL_NET_TECHNIQUES = ("none", "inplace", "checkpoint", "bnrelu", "efficient", "accumulate")
 RESNET_BATCHES = (2, 4, 8, 16)
+# the probes of one layer kind each (models.catalogue): cuDNN's conv workspace apart from cuBLAS's, and the kernels
+# batch norm and pooling load
+KIND_PROBES = ("probe-conv", "probe-dense", "probe-norm", "probe-pool")
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,10 @@ SUITES: dict[str, tuple[Part, ...]] = {
     "compile": (Part(models=("heatmap68",), every_execution_mode=True),
                 Part(models=("keras200m",), kinds=("infer",), every_execution_mode=True)),
     "fit": (),  # questions, not scenarios: FIT_QUESTIONS
+    # every probe the estimate needs, train and infer: the constants' two (which every suite runs first) and one per
+    # layer kind (KIND_PROBES), and on a GPU each again with a pooling framework's pool off, so that what a
+    # framework holds without its pool is measured for each (the suite a GPU box runs for the estimate).
+    "probes": (Part(models=(*PROBES, *KIND_PROBES), without_pool=True),),
 }
 
 

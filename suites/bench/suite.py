@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from models.protocol import COMPILE_CACHE_VARIABLE
 from suites.bench.matrix import batch_grid, size, suite_settings
 from suites.report import summary
 from suites.report.render import render
 from suites.run import device, executors, interrupts, runfile
+from suites.run.orchestrator import FOLDER_PREFIX
 from suites.run.registry import ROOT, interpreter
 from suites.run.runfile import run_path
 
@@ -40,9 +44,17 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
     runfile.stored_records(path)  # what is no record is quarantined here, where its line is seen
     print(f"footprint: suite {suite}, {size(suite)} on {device.describe(resolved)}", flush=True)
     started = time.time()
-    # pytest-benchmark runs each scenario once and prints no seconds table: the memory lines below replace it
-    code = pytest.main([str(ROOT / "suites" / "bench" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
-                        "--benchmark-disable", "-W", "ignore::DeprecationWarning"])
+    # the bench's compilation cache, its scenarios' one shared thing (orchestrator.set_variables), named as the
+    # orchestrator's worker folders are: where this process is killed outright, a later run removes it
+    cache = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-compiled")
+    os.environ[COMPILE_CACHE_VARIABLE] = cache
+    try:
+        # pytest-benchmark runs each scenario once and prints no seconds table: the memory lines below replace it
+        code = pytest.main([str(ROOT / "suites" / "bench" / f"bench_{suite}.py"), "-v", "-p", "no:cacheprovider",
+                            "--benchmark-disable", "-W", "ignore::DeprecationWarning"])
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+        del os.environ[COMPILE_CACHE_VARIABLE]
     if path.exists():
         run = runfile.load(path)
         print(summary.tables(run), flush=True)

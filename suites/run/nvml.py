@@ -100,6 +100,19 @@ def visible_gpu_name() -> str | None:
         source.close()
 
 
+def driver_versions() -> dict[str, str | None]:
+    """The driver's version and the CUDA version it supports ("13.0"), for a check's environment; None each where
+    NVML cannot say."""
+    try:
+        with _driver() as driver:
+            version = driver.nvmlSystemGetDriverVersion()
+            cuda = driver.nvmlSystemGetCudaDriverVersion()
+    except Exception:  # noqa: BLE001 - no library, no driver: nothing to name
+        return {"driver": None, "cuda": None}
+    return {"driver": version.decode() if isinstance(version, bytes) else version,
+            "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+
+
 def uuid_of(index: int) -> str:
     """The GPU's UUID, which names it the same way whatever CUDA_VISIBLE_DEVICES says."""
     with _driver() as driver:

@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from models.protocol import HELPER_PREFIX, write_scenario
+from models.protocol import COMPILE_CACHE_VARIABLE, HELPER_PREFIX, write_scenario
 from models.record import STATUSES, alive
 from models.scenario import Scenario
 from suites.run import device, environment, interrupts, known, nvml, oom_kills
@@ -63,10 +63,13 @@ def set_variables(scenario: Scenario | None = None, folder: Path | None = None) 
     own `folder`, empty compile caches there: torch.compile (Inductor, AOTAutograd, Triton on a GPU) would
     otherwise load what an earlier run compiled, and its phases would measure a cache, not compiling. Its TMPDIR
     is `folder/tmp` too: what the worker and its helpers leave there (the compile helper's folder) goes with the
-    folder, however the worker ended."""
+    folder, however the worker ended. In a bench, the bench's XLA compilation cache (COMPILE_CACHE_VARIABLE), the
+    one thing its scenarios share: a pool-off twin loads what its pooled run's compile helper compiled."""
     in_folder = ({"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor"), "TRITON_CACHE_DIR": str(folder / "triton"),
                  "TMPDIR": str(folder / "tmp")} if folder else {})
-    return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {}) | in_folder
+    bench = {COMPILE_CACHE_VARIABLE: os.environ[COMPILE_CACHE_VARIABLE]} if os.environ.get(COMPILE_CACHE_VARIABLE) \
+        else {}
+    return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {}) | in_folder | bench
 
 
 def worker_environment(scenario: Scenario | None = None, folder: Path | None = None) -> dict[str, str]:

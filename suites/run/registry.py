@@ -43,12 +43,12 @@ def interpreter(framework: str, device: str = "cpu") -> str:
     missing = no_gpu(device)
     if missing:
         raise SetupError(missing)
-    for variable in (f"FOOTPRINT_PYTHON_{framework.upper()}", "FOOTPRINT_PYTHON"):
+    own = f"FOOTPRINT_PYTHON_{framework.upper().replace('-', '_')}"  # KERAS_JAX: a name a shell can set
+    for variable in (own, "FOOTPRINT_PYTHON"):
         if os.environ.get(variable):
             return os.environ[variable]
     env = framework + ("-cuda" if device == "cuda" else "")
     path = ROOT / ".tox" / env / "bin" / "python"
     if not path.exists():
-        variable = f"FOOTPRINT_PYTHON_{framework.upper()}"
-        raise SetupError(f"no interpreter for {framework} on {device}: run `make envs`, or set {variable}")
+        raise SetupError(f"no interpreter for {framework} on {device}: run `make envs`, or set {own}")
     return str(path)

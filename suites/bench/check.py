@@ -1,0 +1,261 @@
+"""`python -m suites check` (`make gpu-check`): every piece of evidence a machine can give, as resumable pieces
+that end within a time limit, into one folder, `results/<card>-<commit>/`, ready to commit.
+
+The folder's `check.json` keeps each piece's state across calls: a piece that ended is not run again (`--pieces`
+names pieces to run again), one stopped at the limit is, and its bench resumes where it stopped. Each call writes
+the environment (`environment.json`), each piece's output (`logs/<piece>.log`), and the summary page (the caller
+renders it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from models.record import SCHEMA_VERSION, atomic_write_json
+from suites.bench.pieces import PIECES, Piece
+from suites.run import device, environment, interrupts
+from suites.run.registry import ROOT, SetupError, frameworks, interpreter
+
+KIND = "footprint.check"
+STATE = "check.json"
+DEFAULT_LIMIT_S = 540.0  # 9 minutes: within a 10-minute call, with time to stop the last piece and write
+STOP_GRACE_S = 60.0  # a piece told to stop writes its run file and report first
+VENDOR_WORDS = {"nvidia", "geforce", "tesla", "quadro", "amd", "radeon"}
+PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "keras", "tensorflow", "tensorflow-cpu", "numpy", "ml-dtypes",
+            "nvidia-ml-py", "onnx")
+# run in each framework's interpreter: its Python and package versions, and how Keras came (pip's INSTALLER, the
+# wheel or URL it came from, whether its bytecode was written), without importing any framework
+_PACKAGES_SCRIPT = """
+import json, platform, sys
+from importlib import metadata, util
+def facts(name):
+    try:
+        found = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+    came = {"version": found.version, "installer": (found.read_text("INSTALLER") or "").strip() or None}
+    url = found.read_text("direct_url.json")
+    if url:
+        came["from"] = json.loads(url).get("url")
+    return came
+keras = util.find_spec("keras")
+out = {"python": platform.python_version(), "executable": sys.executable,
+       "packages": {name: facts(name) for name in sys.argv[1:] if facts(name)}}
+if keras and keras.submodule_search_locations:
+    from pathlib import Path
+    out["keras_bytecode"] = any(Path(keras.submodule_search_locations[0], "__pycache__").glob("*.pyc"))
+print(json.dumps(out))
+"""
+
+
+def card_slug(name: str) -> str:
+    """A folder's card part from NVML's name: "NVIDIA H100 80GB HBM3" is h100, "NVIDIA GeForce RTX 4090"
+    rtx-4090 (vendor words and what follows the memory size dropped)."""
+    words = []
+    for word in re.split(r"[\s_-]+", name.lower()):
+        if re.fullmatch(r"\d+gb", word):
+            break
+        if word and word not in VENDOR_WORDS:
+            words.append(re.sub(r"[^a-z0-9.]", "", word))
+    return "-".join(word for word in words if word) or "gpu"
+
+
+def card(resolved: str) -> str:
+    """The card a run measures: NVML's name, or "cpu"."""
+    if resolved == "cpu":
+        return "cpu"
+    from suites.run import nvml
+
+    return nvml.visible_gpu_name() or "cuda"
+
+
+def folder(resolved: str, quick: bool) -> Path:
+    """results/<card>-<commit>/ (results/local/...-quick for the small form, which is no evidence to publish)."""
+    commit = environment.git_commit()
+    short = commit[:7] if re.match(r"[0-9a-f]{7}", commit) else "unknown"
+    name = f"{card_slug(card(resolved))}-{short}" + ("-dirty" if "+dirty" in commit else "")
+    return ROOT / "results" / ("local" if quick else "") / (name + ("-quick" if quick else ""))
+
+
+def same_card(name: str, slug: str) -> bool:
+    """Whether a folder of results/ is a check of the card `slug` names (`<slug>-<commit>`)."""
+    return bool(re.fullmatch(rf"{re.escape(slug)}-([0-9a-f]{{7}}|unknown)(-.+)?", name))
+
+
+def _missing_modules(framework: str, resolved: str) -> str | None:
+    """Why `framework` cannot run here, or None: its interpreter lacks a module its name names (keras-jax needs
+    keras and jax), found without importing it."""
+    try:
+        python = interpreter(framework, resolved)
+    except SetupError as error:
+        return str(error)
+    modules = framework.split("-")
+    script = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
+    found = subprocess.run([python, "-c", script, *modules], capture_output=True, text=True)
+    lacking = found.stdout.split()
+    if found.returncode or lacking:
+        return f"no module {', '.join(lacking) or '(the interpreter failed)'} in {python}"
+    return None
+
+
+def available(resolved: str) -> tuple[list[str], dict[str, str]]:
+    """(the frameworks this machine can run, {framework: why not} for the rest)."""
+    reasons = {name: _missing_modules(name, resolved) for name in frameworks()}
+    return [name for name, why in reasons.items() if not why], {name: why for name, why in reasons.items() if why}
+
+
+def write_environment(target: Path, resolved: str, chosen: list[str]) -> dict:
+    """environment.json: the machine, the driver and each framework interpreter's versions."""
+    facts: dict = {"machine": environment.machine(), "git_commit": environment.git_commit(),
+                   "device": device.describe(resolved), "interpreters": {}}
+    if resolved == "cuda":
+        from suites.run import nvml
+
+        facts["driver"] = nvml.driver_versions()
+    for name in chosen:
+        python = interpreter(name, resolved)
+        found = subprocess.run([python, "-c", _PACKAGES_SCRIPT, *PACKAGES], capture_output=True, text=True)
+        facts["interpreters"][name] = (json.loads(found.stdout) if found.returncode == 0
+                                       else {"executable": python, "error": found.stderr.strip()[-300:]})
+    atomic_write_json(target / "environment.json", facts)
+    return facts
+
+
+def load_state(target: Path, resolved: str, quick: bool, limit: float) -> dict:
+    path = target / STATE
+    if path.exists():
+        state = json.loads(path.read_text())
+        if state.get("kind") != KIND or state.get("device") != resolved or state.get("quick") != quick:
+            raise SetupError(f"{path}: another check's state ({state.get('device')}, quick {state.get('quick')}); "
+                             "give another --out")
+        return state | {"limit_s": limit}
+    name = card(resolved)
+    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "device": resolved, "card": name,
+            "card_slug": card_slug(name), "git_commit": environment.git_commit(), "quick": quick, "limit_s": limit,
+            "calls": [],
+            "pieces": {piece.name: {"status": "not run", "seconds": 0.0, "calls": 0} for piece in PIECES}}
+
+
+def command(piece: Piece, resolved: str, chosen: list[str], quick: bool) -> tuple[list[str], dict[str, str]] | None:
+    """The piece's command line and its variables; None where none of its frameworks can run here."""
+    names = [name for name in chosen if not quick or name in piece.quick_frameworks]
+    if not names:
+        return None
+    extra = list(piece.arguments_for(quick))
+    if piece.suite:
+        return ([sys.executable, "-m", "suites", "bench", "--suite", piece.suite, "--device", resolved, "--resume",
+                 "--frameworks", ",".join(names), *extra], {})
+    tests = ROOT / ".tox" / "test" / "bin" / "python"
+    python = str(tests) if tests.exists() and not os.environ.get("FOOTPRINT_PYTHON") else sys.executable
+    return ([python, "-m", "pytest", piece.tests, "-q", "-p", "no:cacheprovider", *extra],
+            {"FOOTPRINT_FAULT_DEVICE": resolved, "FOOTPRINT_FAULT_FRAMEWORKS": ",".join(names)})
+
+
+def _pump(process: subprocess.Popen, log: Path) -> threading.Thread:
+    """Copies the piece's output to the terminal and its log, line by line, as it comes."""
+    def copy() -> None:
+        with log.open("a", encoding="utf-8") as out:
+            for line in process.stdout:
+                out.write(line)
+                out.flush()
+                sys.stdout.write(line)
+                sys.stdout.flush()
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread
+
+
+def _stop(process: subprocess.Popen) -> int:
+    """SIGTERM (a bench then keeps what it measured and writes its run file), SIGKILL after STOP_GRACE_S."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
+def run_piece(piece: Piece, argv: list[str], variables: dict[str, str], target: Path, deadline: float) -> tuple[
+        str, int]:
+    """(status, exit code): "done" (exit 0), "ended" (another exit: a result, not run again), "stopped" (at the
+    deadline or by a signal: run again next call)."""
+    log = target / "logs" / f"{piece.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(f"== {time.strftime('%Y-%m-%dT%H:%M:%S%z')} {' '.join(argv)}\n")
+    env = os.environ | {"FOOTPRINT_RESULTS": str(target), "PYTHONUNBUFFERED": "1"} | variables
+    with interrupts.deferred():
+        process = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, encoding="utf-8", errors="replace")
+    pump = _pump(process, log)
+    try:
+        code = process.wait(max(0.0, deadline - time.monotonic()))
+        status = "done" if code == 0 else "ended"
+    except subprocess.TimeoutExpired:
+        code, status = _stop(process), "stopped"
+    except BaseException:  # a stop of the check: the piece stops as it would at the deadline, then the check does
+        _stop(process)
+        pump.join(5)
+        raise
+    pump.join(5)
+    return status, code
+
+
+def run_check(target: Path, resolved: str, quick: bool, limit: float, only: list[str],
+              summarize: Callable[[Path], Path]) -> int:
+    """Runs the pieces that are due within `limit` seconds; 0 where every piece is done, 3 where one is still to
+    run (call again), 1 where one ended with a failure (its log says why)."""
+    target.mkdir(parents=True, exist_ok=True)
+    chosen, left_out = available(resolved)
+    state = load_state(target, resolved, quick, limit)
+    state |= {"frameworks": chosen, "left_out": left_out}
+    write_environment(target, resolved, chosen)
+    started, deadline = time.time(), time.monotonic() + limit
+    call = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "ran": []}
+    state["calls"].append(call)
+    try:
+        for piece in PIECES:
+            entry = state["pieces"][piece.name]
+            if (only and piece.name not in only) or (not only and entry["status"] in ("done", "ended", "skipped")):
+                continue
+            planned = command(piece, resolved, chosen, quick)
+            if planned is None:
+                entry |= {"status": "skipped", "why": "none of its frameworks can run here"}
+                continue
+            if time.monotonic() >= deadline:
+                break
+            print(f"footprint check: {piece.name}: {' '.join(planned[0][1:])}", flush=True)
+            began = time.monotonic()
+            try:
+                status, code = run_piece(piece, *planned, target, deadline)
+            except BaseException:
+                entry |= {"status": "stopped", "exit_code": None, "calls": entry["calls"] + 1,
+                          "seconds": round(entry["seconds"] + time.monotonic() - began, 1)}
+                raise
+            entry |= {"status": status, "exit_code": code, "calls": entry["calls"] + 1,
+                      "seconds": round(entry["seconds"] + time.monotonic() - began, 1)}
+            call["ran"].append(piece.name)
+            atomic_write_json(target / STATE, state)  # a call killed from outside keeps what its pieces did
+            print(f"footprint check: {piece.name}: {status} (exit {code}) after {entry['seconds']:,.0f} s in all",
+                  flush=True)
+            if status == "stopped":
+                break
+    finally:
+        call["seconds"] = round(time.time() - started, 1)
+        atomic_write_json(target / STATE, state)
+        print(f"footprint check: wrote {summarize(target)}", flush=True)
+    asked = [state["pieces"][name] for name in only or state["pieces"]]
+    if any(entry["status"] in ("stopped", "not run") for entry in asked):
+        print("footprint check: not finished within the limit: run it again to go on", flush=True)
+        return 3
+    return 1 if any(entry.get("exit_code") for entry in asked) else 0

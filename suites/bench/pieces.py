@@ -1,0 +1,53 @@
+"""What `make gpu-check` runs, in order of value: each piece is a command of this project, with its small form
+(`QUICK=1`) that runs the same machinery on the CPU in a few minutes, in `make test`.
+
+A suite piece is `bench --resume` into the check's folder, so a piece stopped at the time limit loses at most the
+scenario (a fit: the question) it was in, and the next call goes on there. A test piece reruns whole: it is short.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QUICK_FRAMEWORKS = ("torch", "jax")  # the two the GPU rows of the fault matrix name; each family's raw framework
+
+
+@dataclass(frozen=True)
+class Piece:
+    name: str
+    what: str  # in words, for the summary page
+    suite: str = ""  # a bench suite, or "" for a test file
+    arguments: tuple[str, ...] = ()  # after the suite's (bench) or the test file's (pytest) own
+    quick: tuple[str, ...] | None = None  # the small form's, instead of `arguments` (None: the same)
+    quick_frameworks: tuple[str, ...] = QUICK_FRAMEWORKS
+    tests: str = ""  # a test file, for a test piece
+
+    def arguments_for(self, quick: bool) -> tuple[str, ...]:
+        return self.arguments if not quick or self.quick is None else self.quick
+
+    def run_file(self, device: str) -> str | None:
+        """The run file a suite piece writes in the folder."""
+        return f"{self.suite}-{device}.json" if self.suite else None
+
+
+# on the 2-core CPU the small forms run two workers at once: host peaks are per process (`bench --jobs`)
+SMALL = ("--jobs", "2")
+PIECES = (
+    Piece("default", "the default suite (keras200m, heatmap68, resnet50; on a GPU each pool off too)", "default",
+          quick=("--models", "keras-small", *SMALL)),
+    Piece("fit", "the fit suite: the stories' does-it-fit questions, each probe's record kept", "fit",
+          ("--timeout", "240"), ("--models", "heatmap68", "--timeout", "240"), ("torch",)),
+    Piece("techniques", "the techniques suite: the tricks on plain-16 and on the real nets (resnet50, densenet121)",
+          "techniques", quick=("--models", "plain-2", *SMALL), quick_frameworks=("torch",)),
+    Piece("allocators", "the allocators suite: every allocator mode", "allocators",
+          quick=("--models", "probe", *SMALL), quick_frameworks=("torch",)),
+    Piece("compile", "the compile suite: every execution mode", "compile", quick=("--models", "probe", *SMALL),
+          quick_frameworks=("jax",)),
+    Piece("calibration", "tests/test_calibration.py: a known allocation seen by each view (GPU only; skips on a CPU)",
+          tests="tests/test_calibration.py"),
+    Piece("faults", "the fault matrix's device rows: out of memory, outside SIGKILL, SIGTERM of a bench, the budget "
+          "probe that once hung, for torch and JAX", tests="tests/test_faults.py", arguments=("-k", "device_row")),
+    Piece("probes", "the probes suite: the estimate's probes, per layer kind, and on a GPU with each pool off",
+          "probes", quick=SMALL, quick_frameworks=("torch",)),
+)
+NAMES = tuple(piece.name for piece in PIECES)

@@ -1,0 +1,60 @@
+"""How long each suite took on the newest published GPU run: docs/usage.md's time table reads its GPU column from
+here (a test keeps the two in step), so the page says what the newest run took, not what an older one did."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+from suites.bench.check import STATE
+from suites.bench.matrix import SUITES
+from suites.run import runfile
+from suites.run.registry import ROOT, frameworks
+
+DEVICE = "cuda"
+
+
+def _finished(path: Path) -> str:
+    try:
+        return runfile.load(path).get("finished_at") or ""
+    except (OSError, ValueError):
+        return ""
+
+
+def newest_gpu_run() -> Path | None:
+    """The published folder whose default GPU run finished last."""
+    found = [(_finished(folder / f"default-{DEVICE}.json"), folder.name, folder)
+             for folder in (ROOT / "results").iterdir() if (folder / f"default-{DEVICE}.json").exists()]
+    return max(found)[2] if found else None
+
+
+def _seconds(run: dict) -> float:
+    started, finished = (datetime.strptime(run[key], "%Y-%m-%dT%H:%M:%S%z") for key in ("started_at", "finished_at"))
+    return (finished - started).total_seconds()
+
+
+def took(folder: Path, suite: str) -> str:
+    """A suite's time there: its check piece's seconds where a check ran it (a resumed run's start and finish span
+    the calls between), else its run file's start to finish; or why there is none."""
+    path = folder / f"{suite}-{DEVICE}.json"
+    if not path.exists():
+        return "not run"
+    run = runfile.load(path)
+    counted = f"{len(run['fits'])} questions" if suite == "fit" else f"{len(run['records'])} scenarios"
+    if not run.get("complete") or not run.get("finished_at"):
+        return f"not finished ({counted})"
+    state = folder / STATE
+    piece = json.loads(state.read_text())["pieces"].get(suite, {}) if state.exists() else {}
+    seconds = piece["seconds"] if piece.get("status") == "done" else _seconds(run)
+    return f"{seconds:,.0f} s ({counted})"
+
+
+def column(folder: Path) -> tuple[str, dict[str, str]]:
+    """The GPU column's header (the card, the commit, the frameworks of its default run) and each suite's cell."""
+    default = runfile.load(folder / f"default-{DEVICE}.json")
+    ran = {record["scenario"]["framework"] for record in default["records"]}
+    card, commit = re.fullmatch(r"(.+?)-([0-9a-f]{7}|unknown).*", folder.name).groups()
+    header = f"{card.upper()} at {commit}: {', '.join(name for name in frameworks() if name in ran)}"
+    return header, {suite: took(folder, suite) for suite in SUITES}

@@ -1,0 +1,78 @@
+"""`make gpu-check` in its small form on the CPU (`--quick`): every piece runs in small, a call cut off at its limit
+loses at most the scenario it was in, the next call goes on there, and the folder holds the summary, the logs, the
+environment and each suite's run file and report. What a GPU adds (the pieces in full) needs a GPU box."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from suites.bench import check
+from suites.bench.pieces import PIECES
+from suites.run.registry import ROOT
+from suites.run.runfile import identity
+
+
+def _check(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suites", "check", "--device", "cpu", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(("name", "slug"), [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+                                            ("NVIDIA A100-SXM4-80GB", "a100-sxm4"), ("Tesla T4", "t4"),
+                                            ("NVIDIA H200", "h200"), ("cpu", "cpu")])
+def test_a_card_s_folder_is_named_by_its_model(name: str, slug: str) -> None:
+    assert check.card_slug(name) == slug
+    assert check.same_card(f"{slug}-c3d4247", slug) and check.same_card(f"{slug}-c3d4247-dirty", slug)
+    assert not check.same_card(f"{slug}x-c3d4247", slug) and not check.same_card("local", slug)
+
+
+def test_the_make_target_passes_its_settings_on() -> None:
+    shown = subprocess.run(["make", "-n", "gpu-check", "DEVICE=cpu", "QUICK=1", "LIMIT=60", "PIECES=fit"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout
+    assert "-m suites check --device \"cpu\" --limit \"60\" --pieces \"fit\"" in shown and "--quick" in shown
+
+
+def test_an_unknown_piece_is_one_line_and_exit_2() -> None:
+    done = _check("--quick", "--pieces", "default,nonsense")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "valid: default, fit" in done.stderr
+
+
+def test_the_small_form_runs_every_piece_resumes_after_its_limit_and_leaves_the_folder() -> None:
+    target = check.folder("cpu", quick=True)
+    shutil.rmtree(target, ignore_errors=True)  # a run of the same commit's state would run nothing
+    cut = _check("--quick", "--limit", "20")  # ends inside the default piece: stopped, exit 3
+    state = json.loads((target / check.STATE).read_text())
+    assert cut.returncode == 3 and "run it again to go on" in cut.stdout, cut.stdout[-3000:] + cut.stderr
+    assert state["pieces"]["default"]["status"] == "stopped"
+    assert all(state["pieces"][piece.name]["status"] == "not run" for piece in PIECES[1:])
+    kept = json.loads((target / "default-cpu.json").read_text())["records"]  # what finished before the stop
+
+    done = _check("--quick", "--limit", "1200")
+    state = json.loads((target / check.STATE).read_text())
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert {name: entry["status"] for name, entry in state["pieces"].items()} == {
+        piece.name: "done" for piece in PIECES}
+    final = {identity(record["scenario"]): record for record in
+             json.loads((target / "default-cpu.json").read_text())["records"]}
+    assert kept and all(final[identity(record["scenario"])]["run"]["started_at_unix"] == record["run"][
+        "started_at_unix"] for record in kept)  # the second call went on, not over: what the first measured stays
+    assert state["pieces"]["default"]["calls"] == 2 and len(state["calls"]) == 2
+    for piece in PIECES:
+        assert (target / "logs" / f"{piece.name}.log").stat().st_size > 0
+        if piece.suite:
+            run = json.loads((target / f"{piece.suite}-cpu.json").read_text())
+            assert run["complete"], piece.name
+            assert (target / f"{piece.suite}-cpu.md").exists()
+    environment = json.loads((target / "environment.json").read_text())
+    assert set(environment["interpreters"]) == set(state["frameworks"])
+    assert environment["interpreters"]["torch"]["packages"]["torch"]["version"]
+    page = (target / "README.md").read_text()
+    for piece in PIECES:
+        assert f"| [{piece.name}]" in page or f"| {piece.name} | done" in page
+    assert "## Against the newest earlier run on this card" in page and "verdict" in page
+    assert "The default suite took" in page
