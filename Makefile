@@ -1,6 +1,6 @@
 # make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,keras-jax] [MODELS=keras-small] [TIMEOUT=600]
 #            [START=--resume|--fresh] [JOBS=2] [BATCHES=10,20,30]
-# make gpu-check [DEVICE=auto|cpu|cuda] [QUICK=1] [LIMIT=540] [PIECES=default,fit] [OUT=folder]
+# make gpu-check [DEVICE=auto|cpu|cuda] [QUICK=1] [LIMIT=540] [PIECES=default,fit] [OUT=folder] [WHEELS=.whl]
 # make test
 PYTHON ?= python3
 TOOLS := .venv-tools
@@ -17,6 +17,7 @@ LIMIT ?= 540
 PIECES ?=
 QUICK ?=
 OUT ?=
+WHEELS ?=
 
 .PHONY: bench gpu-check test envs clean
 
@@ -44,7 +45,7 @@ bench: envs
 ORCHESTRATOR := $(if $(FOOTPRINT_PYTHON),$(FOOTPRINT_PYTHON),.tox/bench/bin/python)
 gpu-check: $(if $(FOOTPRINT_PYTHON),,envs)
 	$(ORCHESTRATOR) -m suites check --device "$(DEVICE)" --limit "$(LIMIT)" --pieces "$(PIECES)" \
-		$(if $(QUICK),--quick) $(if $(OUT),--out "$(OUT)")
+		$(if $(QUICK),--quick) $(if $(OUT),--out "$(OUT)") $(if $(WHEELS),--wheels "$(WHEELS)")
 
 test: envs
 	$(TOX) run -e test

@@ -246,7 +246,10 @@ def _check(args: argparse.Namespace) -> int:
     if missing:
         raise SetupError(missing)
     target = Path(args.out) if args.out else check.folder(resolved, args.quick)
-    return check.run_check(target, resolved, args.quick, args.limit, only, check_page.write)
+    wheels = Path(args.wheels) if args.wheels else None
+    if wheels and not wheels.is_dir():
+        raise SpecError(f"--wheels {args.wheels}: no such folder")
+    return check.run_check(target, resolved, args.quick, args.limit, only, check_page.write, wheels)
 
 
 def _run_file(path: str) -> dict:
@@ -447,6 +450,8 @@ def parser() -> argparse.ArgumentParser:
     checks.add_argument("--pieces", default="", help="comma-separated pieces to run (again); default: those not "
                                                     "yet ended")
     checks.add_argument("--out", help="the folder (default: results/<card>-<commit>/)")
+    checks.add_argument("--wheels", help="a folder of carried wheels (Keras's) to install, offline, into each Keras "
+                                         "interpreter that lacks keras (a prepared interpreter: docs/usage.md)")
     checks.set_defaults(action=_check)
 
     versus = commands.add_parser("compare", help="two runs by scenario and phase: exit 1 if a peak grew")

@@ -8,6 +8,8 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +42,8 @@ def test_the_make_target_passes_its_settings_on() -> None:
 def test_an_unknown_piece_is_one_line_and_exit_2() -> None:
     done = _check("--quick", "--pieces", "default,nonsense")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "valid: default, fit" in done.stderr
+    done = _check("--quick", "--wheels", "/no/such/folder")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such folder" in done.stderr
 
 
 def test_the_small_form_runs_every_piece_resumes_after_its_limit_and_leaves_the_folder() -> None:
@@ -76,3 +80,24 @@ def test_the_small_form_runs_every_piece_resumes_after_its_limit_and_leaves_the_
         assert f"| [{piece.name}]" in page or f"| {piece.name} | done" in page
     assert "## Against the newest earlier run on this card" in page and "verdict" in page
     assert "The default suite took" in page
+
+
+def test_carried_wheels_go_into_a_keras_interpreter_that_lacks_keras(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU image without a registry: Keras comes from wheels carried there (a stand-in wheel here), installed
+    offline into the prepared interpreter once; an interpreter that has keras is left alone."""
+    venv = tmp_path / "prepared"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "keras-0.0.1-py3-none-any.whl", "w") as wheel:
+        wheel.writestr("keras/__init__.py", "")
+        wheel.writestr("keras-0.0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: keras\nVersion: 0.0.1\n")
+        wheel.writestr("keras-0.0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr("keras-0.0.1.dist-info/RECORD", "")
+    python = str(venv / "bin" / "python")
+    monkeypatch.setenv("FOOTPRINT_PYTHON", python)
+    assert check.install_wheels(wheels, "cpu") == {"folder": str(wheels), "wheels": ["keras-0.0.1-py3-none-any.whl"],
+                                                   "installed_into": {python: True}}
+    assert subprocess.run([python, "-c", "import keras"]).returncode == 0
+    assert check.install_wheels(wheels, "cpu")["installed_into"] == {}  # it has keras now

@@ -113,10 +113,29 @@ def available(resolved: str) -> tuple[list[str], dict[str, str]]:
     return [name for name, why in reasons.items() if not why], {name: why for name, why in reasons.items() if why}
 
 
-def write_environment(target: Path, resolved: str, chosen: list[str]) -> dict:
-    """environment.json: the machine, the driver and each framework interpreter's versions."""
+def install_wheels(wheels: Path, resolved: str) -> dict:
+    """Keras from carried wheels, on an image without a package registry (docs/usage.md: a prepared interpreter):
+    each Keras framework's interpreter that lacks keras gets the folder's wheels, offline and without dependencies,
+    with their bytecode compiled (pip's default: each worker would otherwise compile Keras's source at its import).
+    What was installed where, for environment.json."""
+    found = sorted(str(path) for path in wheels.glob("*.whl"))
+    if not found:
+        raise SetupError(f"--wheels {wheels}: no .whl file there")
+    done: dict = {"folder": str(wheels), "wheels": [Path(path).name for path in found], "installed_into": {}}
+    for python in sorted({interpreter(name, resolved) for name in frameworks() if name.startswith("keras-")}):
+        lacks = subprocess.run([python, "-c", "import importlib.util, sys; sys.exit(bool(importlib.util.find_spec("
+                                "'keras')))"], capture_output=True).returncode == 0
+        if lacks:
+            installed = subprocess.run([python, "-m", "pip", "install", "--no-index", "--no-deps", *found],
+                                       capture_output=True, text=True)
+            done["installed_into"][python] = installed.returncode == 0 or installed.stderr.strip()[-300:]
+    return done
+
+
+def write_environment(target: Path, resolved: str, chosen: list[str], wheels: dict | None) -> dict:
+    """environment.json: the machine, the driver, each framework interpreter's versions and the wheels installed."""
     facts: dict = {"machine": environment.machine(), "git_commit": environment.git_commit(),
-                   "device": device.describe(resolved), "interpreters": {}}
+                   "device": device.describe(resolved), "interpreters": {}, "wheels": wheels}
     if resolved == "cuda":
         from suites.run import nvml
 
@@ -212,14 +231,15 @@ def run_piece(piece: Piece, argv: list[str], variables: dict[str, str], target: 
 
 
 def run_check(target: Path, resolved: str, quick: bool, limit: float, only: list[str],
-              summarize: Callable[[Path], Path]) -> int:
+              summarize: Callable[[Path], Path], wheels: Path | None = None) -> int:
     """Runs the pieces that are due within `limit` seconds; 0 where every piece is done, 3 where one is still to
     run (call again), 1 where one ended with a failure (its log says why)."""
     target.mkdir(parents=True, exist_ok=True)
+    installed = install_wheels(wheels, resolved) if wheels else None
     chosen, left_out = available(resolved)
     state = load_state(target, resolved, quick, limit)
     state |= {"frameworks": chosen, "left_out": left_out}
-    write_environment(target, resolved, chosen)
+    write_environment(target, resolved, chosen, installed)
     started, deadline = time.time(), time.monotonic() + limit
     call = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "ran": []}
     state["calls"].append(call)

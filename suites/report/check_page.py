@@ -137,6 +137,11 @@ def _environment_lines(target: Path, state: dict) -> list[str]:
                 f", bytecode {'written' if found.get('keras_bytecode') else 'not written'}") if keras else ""
         lines.append(f"- {name}: Python {found.get('python')} ({found.get('executable')}): {versions}{came}"
                      if "error" not in found else f"- {name}: {found['error']}")
+    wheels = facts.get("wheels")
+    if wheels:
+        into = "; ".join(f"{python}: {'installed' if ok is True else ok}"
+                         for python, ok in wheels["installed_into"].items()) or "every Keras interpreter had keras"
+        lines.append(f"- carried wheels ({', '.join(wheels['wheels'])}): {into}")
     lines += [f"- left out: {name}: {why}" for name, why in state.get("left_out", {}).items()]
     return lines
 
