@@ -101,3 +101,11 @@ def test_carried_wheels_go_into_a_keras_interpreter_that_lacks_keras(tmp_path: P
                                                    "installed_into": {python: True}}
     assert subprocess.run([python, "-c", "import keras"]).returncode == 0
     assert check.install_wheels(wheels, "cpu")["installed_into"] == {}  # it has keras now
+
+
+def test_a_folder_begun_by_another_commit_is_refused_in_one_line(tmp_path: Path) -> None:
+    """--out onto a folder another commit's check began would mix two codes' figures in one folder."""
+    (tmp_path / check.STATE).write_text(json.dumps({"kind": check.KIND, "device": "cpu", "quick": True,
+                                                    "git_commit": "0" * 40, "pieces": {}, "calls": []}))
+    done = _check("--quick", "--out", str(tmp_path))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "another check's state" in done.stderr

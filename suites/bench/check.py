@@ -48,8 +48,9 @@ def facts(name):
         came["from"] = json.loads(url).get("url")
     return came
 keras = util.find_spec("keras")
+found = {name: facts(name) for name in sys.argv[1:]}
 out = {"python": platform.python_version(), "executable": sys.executable,
-       "packages": {name: facts(name) for name in sys.argv[1:] if facts(name)}}
+       "packages": {name: came for name, came in found.items() if came}}
 if keras and keras.submodule_search_locations:
     from pathlib import Path
     out["keras_bytecode"] = any(Path(keras.submodule_search_locations[0], "__pycache__").glob("*.pyc"))
@@ -150,18 +151,18 @@ def write_environment(target: Path, resolved: str, chosen: list[str], wheels: di
 
 
 def load_state(target: Path, resolved: str, quick: bool, limit: float) -> dict:
-    path = target / STATE
-    if path.exists():
-        state = json.loads(path.read_text())
-        if state.get("kind") != KIND or state.get("device") != resolved or state.get("quick") != quick:
-            raise SetupError(f"{path}: another check's state ({state.get('device')}, quick {state.get('quick')}); "
-                             "give another --out")
-        return state | {"limit_s": limit}
-    name = card(resolved)
-    return {"schema_version": SCHEMA_VERSION, "kind": KIND, "device": resolved, "card": name,
-            "card_slug": card_slug(name), "git_commit": environment.git_commit(), "quick": quick, "limit_s": limit,
-            "calls": [],
-            "pieces": {piece.name: {"status": "not run", "seconds": 0.0, "calls": 0} for piece in PIECES}}
+    """The folder's check.json, or a new one; a piece added since the folder was begun is still to run."""
+    path, name = target / STATE, card(resolved)
+    state = json.loads(path.read_text()) if path.exists() else {
+        "schema_version": SCHEMA_VERSION, "kind": KIND, "device": resolved, "card": name, "card_slug": card_slug(name),
+        "git_commit": environment.git_commit(), "quick": quick, "calls": [], "pieces": {}}
+    ours = (KIND, resolved, quick, environment.git_commit())
+    if (state.get("kind"), state.get("device"), state.get("quick"), state.get("git_commit")) != ours:
+        raise SetupError(f"{path}: another check's state ({state.get('device')}, quick {state.get('quick')}, code "
+                         f"{state.get('git_commit')}); give another --out")
+    for piece in PIECES:
+        state["pieces"].setdefault(piece.name, {"status": "not run", "seconds": 0.0, "calls": 0})
+    return state | {"limit_s": limit}
 
 
 def command(piece: Piece, resolved: str, chosen: list[str], quick: bool) -> tuple[list[str], dict[str, str]] | None:
