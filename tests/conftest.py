@@ -22,6 +22,13 @@ from suites.run.registry import ROOT, frameworks, interpreter
 FRAMEWORKS = frameworks()
 
 
+def published_json() -> list[Path]:
+    """Every JSON file under results/ but results/local/ (a local bench's or check's, git-ignored): the tests over
+    the published files read these alone, so what a local run left never changes what they check."""
+    local = ROOT / "results" / "local"
+    return [path for path in sorted((ROOT / "results").rglob("*.json")) if not path.is_relative_to(local)]
+
+
 def run_worker(framework: str, *args: str, timeout: float = 600) -> str:
     """Runs a worker job in the framework's interpreter (a job's scenario as its file: models.protocol
     `write_scenario`); returns its stdout, fails the test on error."""

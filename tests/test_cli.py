@@ -17,7 +17,7 @@ from suites.report import readout
 from suites.report.render import render
 from suites.run.registry import ROOT
 from suites.run.runfile import load
-from tests.conftest import run_cli
+from tests.conftest import published_json, run_cli
 
 VALID = ["--framework", "torch", "--model", "keras-small", "--scenario", "infer", "--device", "cpu"]
 
@@ -100,7 +100,7 @@ def test_models_lists_the_catalogue_with_counts() -> None:
         assert f"{spec.param_count:,}" in done.stdout and spec.name in done.stdout
 
 
-RUN_FILES = [path for path in sorted((ROOT / "results").rglob("*.json"))
+RUN_FILES = [path for path in published_json()
              if json.loads(path.read_text()).get("kind") == "footprint.run"]
 
 

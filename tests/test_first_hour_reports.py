@@ -15,9 +15,10 @@ from suites.analysis.figures import mib
 from suites.report import headline, readout, render, summary
 from suites.run.registry import ROOT
 from suites.run.runfile import load
+from tests.conftest import published_json
 
 RESULTS = ROOT / "results"
-RUNS = sorted(str(path.relative_to(RESULTS)) for path in RESULTS.rglob("*.json")
+RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_json()
               if json.loads(path.read_text()).get("kind") == "footprint.run")
 
 

@@ -15,6 +15,7 @@ from models.catalogue import get_model
 from models.estimate import floor
 from suites.analysis import accounting, figures
 from suites.run.registry import ROOT
+from tests.conftest import published_json
 
 RESULTS = ROOT / "results"
 # TensorFlow's CPU allocator does not see a small net's tensors: for the probes and the plain-N nets it reads 0 bytes
@@ -24,7 +25,7 @@ BLIND = {("keras-tensorflow", "cpu")}
 
 def _records() -> Iterator[tuple[str, dict]]:
     """Every train or infer record that ran, from every run file (a JSON object with a list of records)."""
-    for path in sorted(RESULTS.rglob("*.json")):
+    for path in published_json():
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or not isinstance(data.get("records"), list):
             continue

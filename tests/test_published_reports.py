@@ -21,9 +21,10 @@ from suites.analysis.figures import MIB, driver_peak
 from suites.report import headline, plots
 from suites.run.registry import ROOT
 from suites.run.runfile import load
+from tests.conftest import published_json
 
 RESULTS = ROOT / "results"
-RUNS = sorted(str(path.relative_to(RESULTS)) for path in RESULTS.rglob("*.json")
+RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_json()
               if isinstance(data := json.loads(path.read_text()), dict) and isinstance(data.get("records"), list))
 # What a breakdown may name: the measured parts, the estimate's parts that name part of a need, what no rule names, the
 # allocator's pool beyond the need, and what the driver holds beyond all that.
