@@ -13,7 +13,7 @@ TIMEOUT ?= 600
 START ?=
 JOBS ?= 1
 BATCHES ?=
-LIMIT ?= 540
+LIMIT ?=
 PIECES ?=
 QUICK ?=
 OUT ?=
@@ -44,7 +44,7 @@ bench: envs
 # With FOOTPRINT_PYTHON (a prepared interpreter, docs/usage.md) no environment is made: that interpreter orchestrates.
 ORCHESTRATOR := $(if $(FOOTPRINT_PYTHON),$(FOOTPRINT_PYTHON),.tox/bench/bin/python)
 gpu-check: $(if $(FOOTPRINT_PYTHON),,envs)
-	$(ORCHESTRATOR) -m suites check --device "$(DEVICE)" --limit "$(LIMIT)" --pieces "$(PIECES)" \
+	$(ORCHESTRATOR) -m suites check --device "$(DEVICE)" $(if $(LIMIT),--limit "$(LIMIT)" )--pieces "$(PIECES)" \
 		$(if $(QUICK),--quick) $(if $(OUT),--out "$(OUT)") $(if $(WHEELS),--wheels "$(WHEELS)")
 
 test: envs

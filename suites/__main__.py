@@ -24,6 +24,7 @@ from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
 from models.spec import MAX_SIZE, SpecError, load_spec_file
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
+from suites.bench.pieces import DEFAULT_LIMIT_S
 from suites.report import readout
 from suites.run import device, executors, interrupts, runfile
 from suites.run.registry import SetupError, frameworks, interpreter
@@ -445,8 +446,9 @@ def parser() -> argparse.ArgumentParser:
     checks.add_argument("--device", default="auto", choices=DEVICES)
     checks.add_argument("--quick", action="store_true", help="the small form: each piece in small, in "
                                                             "results/local/<card>-<commit>-quick/ (make test runs it)")
-    checks.add_argument("--limit", type=_seconds, default=540.0, help="seconds this call may take (default 540); "
-                                                                     "the next call goes on where it stopped")
+    checks.add_argument("--limit", type=_seconds, default=DEFAULT_LIMIT_S,
+                        help=f"seconds this call may take (default {DEFAULT_LIMIT_S:g}); the next call goes on "
+                             "where it stopped")
     checks.add_argument("--pieces", default="", help="comma-separated pieces to run (again); default: those not "
                                                     "yet ended")
     checks.add_argument("--out", help="the folder (default: results/<card>-<commit>/)")

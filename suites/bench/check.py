@@ -27,7 +27,6 @@ from suites.run.registry import ROOT, SetupError, frameworks, interpreter
 
 KIND = "footprint.check"
 STATE = "check.json"
-DEFAULT_LIMIT_S = 540.0  # 9 minutes: within a 10-minute call, with time to stop the last piece and write
 STOP_GRACE_S = 60.0  # a piece told to stop writes its run file and report first
 VENDOR_WORDS = {"nvidia", "geforce", "tesla", "quadro", "amd", "radeon"}
 PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "keras", "tensorflow", "tensorflow-cpu", "numpy", "ml-dtypes",
@@ -92,19 +91,23 @@ def same_card(name: str, slug: str) -> bool:
     return bool(re.fullmatch(rf"{re.escape(slug)}-([0-9a-f]{{7}}|unknown)(-.+)?", name))
 
 
+def _lacking(python: str, modules: list[str]) -> list[str] | None:
+    """The modules `python` cannot find (found without importing them), or None where it did not even start."""
+    script = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
+    found = subprocess.run([python, "-c", script, *modules], capture_output=True, text=True)
+    return found.stdout.split() if found.returncode == 0 else None
+
+
 def _missing_modules(framework: str, resolved: str) -> str | None:
     """Why `framework` cannot run here, or None: its interpreter lacks a module its name names (keras-jax needs
-    keras and jax), found without importing it."""
+    keras and jax)."""
     try:
         python = interpreter(framework, resolved)
     except SetupError as error:
         return str(error)
-    modules = framework.split("-")
-    script = "import importlib.util, sys; print(' '.join(m for m in sys.argv[1:] if not importlib.util.find_spec(m)))"
-    found = subprocess.run([python, "-c", script, *modules], capture_output=True, text=True)
-    lacking = found.stdout.split()
-    if found.returncode or lacking:
-        return f"no module {', '.join(lacking) or '(the interpreter failed)'} in {python}"
+    lacking = _lacking(python, framework.split("-"))
+    if lacking is None or lacking:
+        return f"no module {', '.join(lacking or ['(the interpreter failed)'])} in {python}"
     return None
 
 
@@ -124,9 +127,7 @@ def install_wheels(wheels: Path, resolved: str) -> dict:
         raise SetupError(f"--wheels {wheels}: no .whl file there")
     done: dict = {"folder": str(wheels), "wheels": [Path(path).name for path in found], "installed_into": {}}
     for python in sorted({interpreter(name, resolved) for name in frameworks() if name.startswith("keras-")}):
-        lacks = subprocess.run([python, "-c", "import importlib.util, sys; sys.exit(bool(importlib.util.find_spec("
-                                "'keras')))"], capture_output=True).returncode == 0
-        if lacks:
+        if _lacking(python, ["keras"]):
             installed = subprocess.run([python, "-m", "pip", "install", "--no-index", "--no-deps", *found],
                                        capture_output=True, text=True)
             done["installed_into"][python] = installed.returncode == 0 or installed.stderr.strip()[-300:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DEFAULT_LIMIT_S = 540.0  # a call's seconds: 9 minutes, within a 10-minute call, with time to stop a piece and write
 QUICK_FRAMEWORKS = ("torch", "jax")  # the two the GPU rows of the fault matrix name; each family's raw framework
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from suites.bench import check
 from suites.bench.pieces import PIECES, Piece
+from suites.report import timing
 from suites.run import runfile
 from suites.run.registry import ROOT
 
@@ -86,21 +87,10 @@ def _time_lines(target: Path, state: dict) -> list[str]:
 
 
 def earlier_folder(target: Path) -> Path | None:
-    """The newest other folder of results/ for the same card with a default run of the same device, by when that
-    run finished."""
+    """The newest other folder of results/ for the same card with a default run of the same device."""
     state = json.loads((target / check.STATE).read_text())
-    name = f"default-{state['device']}.json"
-    found = []
-    for other in (ROOT / "results").iterdir():
-        if other.resolve() == target.resolve() or not check.same_card(other.name, state["card_slug"]) \
-                or not (other / name).exists():
-            continue
-        try:
-            run = runfile.load(other / name)
-        except (OSError, ValueError):
-            continue
-        found.append((run.get("finished_at") or run.get("started_at") or "", other.name, other))
-    return max(found)[2] if found else None
+    return timing.newest_run(state["device"], lambda other: other.resolve() != target.resolve()
+                             and check.same_card(other.name, state["card_slug"]))
 
 
 def _compare_lines(target: Path, device: str) -> list[str]:

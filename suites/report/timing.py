@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -16,18 +17,24 @@ from suites.run.registry import ROOT, frameworks
 DEVICE = "cuda"
 
 
-def _finished(path: Path) -> str:
-    try:
-        return runfile.load(path).get("finished_at") or ""
-    except (OSError, ValueError):
-        return ""
+def newest_run(device: str, accept: Callable[[Path], bool] = lambda folder: True) -> Path | None:
+    """The folder of results/ (of those `accept` takes) whose default run on `device` finished last."""
+    found = []
+    for folder in (ROOT / "results").iterdir():
+        path = folder / f"default-{device}.json"
+        if not path.exists() or not accept(folder):
+            continue
+        try:
+            run = runfile.load(path)
+        except (OSError, ValueError):
+            continue
+        found.append((run.get("finished_at") or run.get("started_at") or "", folder.name, folder))
+    return max(found)[2] if found else None
 
 
 def newest_gpu_run() -> Path | None:
     """The published folder whose default GPU run finished last."""
-    found = [(_finished(folder / f"default-{DEVICE}.json"), folder.name, folder)
-             for folder in (ROOT / "results").iterdir() if (folder / f"default-{DEVICE}.json").exists()]
-    return max(found)[2] if found else None
+    return newest_run(DEVICE)
 
 
 def _seconds(run: dict) -> float:
