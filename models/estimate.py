@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate
 
-from models import techniques
+from models import bfc, techniques
 from models.scenario import DTYPES, PHASES
 from models.spec import ELEMENTWISE, INPUT, AvgPool2D, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
 
 CATEGORIES = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs", "saved_activations",
               "half_weights", "transient", "update_temporaries", "init_temporaries", "library_workspace",
-              "retained_pages")
+              "unsplit_chunks", "retained_pages")
 HOST_ONLY = ("retained_pages",)  # what the process keeps and its framework's allocator no longer counts
 OPTIMIZER_STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2}
 INT64, BOOL, FLOAT32 = 8, 1, 4
@@ -61,6 +61,11 @@ class Rules:
     holds_run_inputs: bool = False  # a recomputed run's inputs stay to the backward's end, not until it passes them
     # the devices where a thread's first matrix multiply allocates a BLAS workspace that then stays allocated
     blas_workspaces_on: tuple[str, ...] = ()
+    # the devices whose allocator is XLA's BFC, which counts unsplit chunks when its pool grows (models.bfc)
+    bfc_on: tuple[str, ...] = ()
+    # how the optimizer's slots are allocated: "at_once" (one compiled init, whose outputs XLA's buffer assignment
+    # allocates largest first) or "per_weight" (each weight's slots in turn)
+    state_made: str = "at_once"
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
@@ -76,6 +81,8 @@ TORCH_LAYERNORM = ("input", "positions", "positions")  # native_layer_norm: its 
 # jax.vjp's residuals of jax.nn's activations (JAX and Keras on JAX): silu its input, the sigmoid and its derivative;
 # sigmoid the derivative (not its output); the exact gelu erfc, exp and a product (not its input)
 JAX_ACTIVATIONS = {"silu": ("input", "residual", "residual"), "sigmoid": ("residual",), "gelu": ("residual",) * 3}
+# XLA's GPU fusions recompute batch norm's normalized values and ReLU's mask in the backward (JAX and Keras on JAX)
+JAX_CUDA_SAVES = {"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}
 NORMALIZE_DIVISOR = ("channels",)  # the (1, 1, 1, C) max(sqrt(variance), 1e-7) a composed normalization divides by
 RULES = {
     "neutral": Rules(
@@ -129,7 +136,7 @@ RULES = {
                                "gelu": ("residual",) * 3, "layernorm": ("input", "residual", *("positions",) * 3),
                                "normalize": NORMALIZE_DIVISOR},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
-        keeps_pages_on=("cpu",), holds_run_inputs=True,
+        keeps_pages_on=("cpu",), holds_run_inputs=True, bfc_on=("cuda",), state_made="per_weight",
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_on=("cpu", "cuda"),
         init_copies=2,
         accumulator_copies=1, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("largest", 2),
@@ -163,8 +170,8 @@ RULES = {
     "jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3, **JAX_ACTIVATIONS,
                                "layernorm": ("residual",) * 3 + ("positions",) * 3, "normalize": NORMALIZE_DIVISOR},
-        cuda_saves={"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}, in_place_saves={},
-        label_bytes=4, explicit_padding=False, pixel_padding=False, in_flight=5, cuda_init_copies=0,
+        cuda_saves=JAX_CUDA_SAVES, in_place_saves={},
+        label_bytes=4, explicit_padding=False, pixel_padding=False, in_flight=5, cuda_init_copies=0, bfc_on=("cuda",),
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_on=("cuda",),
         init_copies=2,
         accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)}, recomputes_on=("cuda",),
@@ -202,9 +209,10 @@ RULES = {
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), **JAX_ACTIVATIONS,
                                "layernorm": ("input", "residual", "residual", *("positions",) * 4),
                                "normalize": NORMALIZE_DIVISOR},
-        cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
+        cuda_saves=JAX_CUDA_SAVES, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
-        streams_on=(), init_copies=2, accumulator_copies=1, update_temporaries={}, recomputes_on=("cuda",),
+        streams_on=("cuda",), in_flight=5, init_copies=2, cuda_init_copies=0, accumulator_copies=1,
+        update_temporaries={}, recomputes_on=("cuda",), bfc_on=("cuda",), state_made="per_weight",
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
             " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean as a"
             " residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch norm, not 2);"
@@ -217,7 +225,11 @@ RULES = {
             " padding with a -inf pad layer, padded copies (XLA may fold a zero pad into the conv); Keras builds the"
             " optimizer's variables at the first train_on_batch, before the step runs; its JAX trainer jits loss,"
             " gradients and the optimizer's stateless update into one step, so the update adds no temporaries;"
-            " keras.random on JAX draws bits then floats: two temporaries of the tensor drawn"),
+            " keras.random on JAX draws bits then floats: two temporaries of the tensor drawn; on a GPU (the H100 run"
+            " at c3d4247, where Keras on JAX was measured right) the step is XLA's plan as in jax: batch norm keeps"
+            " its input, ReLU its output, about five gradients of the largest weight are in flight, the draws write"
+            " their tensor directly (keras200m's train step 2,541 MiB measured, 2,545 so estimated; 3,152 with every"
+            " gradient live), and the optimizer makes each weight's slots in turn (add_optimizer_variables)"),
     "keras-torch": Rules(
         saves=NEUTRAL_SAVES | {"conv2d": ("copy", "kernel"), "maxpool2d": ("copy", "indices"), "relu6": ("input",),
                                "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3]),
@@ -702,6 +714,40 @@ def _pages_kept(phases: list[PhaseEstimate]) -> list[PhaseEstimate]:
     return kept
 
 
+def _grown_pool(phases: list[PhaseEstimate], spec: ModelSpec, rules: Rules, bytes_per_value: int,
+                batch_tensors: tuple[int, int]) -> list[PhaseEstimate]:
+    """Where a BFC allocator grows its pool (`models.bfc`), what it counts beyond each phase's tensors (unsplit
+    chunks) and what its regions hold unused at the phase's peak (retained pages: the driver sees the regions).
+
+    The allocations are made in the adapters' order: at build each layer's weights then statistics, then the batch
+    and its targets; the optimizer's slots in the phase that makes them (`Rules.state_made`); then the phase's
+    other bytes as one allocation, freed at its end: XLA runs a program with one buffer for all its temporaries
+    (its outputs, the donated weights and state, reuse their inputs' buffers)."""
+    pool, held, slots_made, grown = bfc.GrowingPool(), 0, False, []
+    weights = [math.prod(shape) * bytes_per_value for step in spec.walk() for shape in step.params.values()]
+    for phase in phases:
+        pool.peak_in_use = pool.in_use
+        made = []
+        if phase.name == "build":
+            made = [math.prod(shape) * bytes_per_value for step in spec.walk()
+                    for shape in (*step.params.values(), *step.statistics.values())] + list(batch_tensors)
+        state = phase.items.get("optimizer_state", 0) + phase.items.get("accumulated_gradients", 0)
+        if state and weights and not slots_made:
+            slots, slots_made = state // sum(weights), True
+            made += (sorted(weights * slots, reverse=True) if rules.state_made == "at_once"
+                     else [weight for weight in weights for _ in range(slots)])
+        for size in made:
+            pool.allocate(size)
+        held += sum(made)
+        tensors = phase.total - sum(phase.items.get(category, 0) for category in HOST_ONLY)
+        if tensors > held:
+            pool.release(pool.allocate(tensors - held))
+        extra = {"unsplit_chunks": max(pool.peak_in_use - tensors, 0),
+                 "retained_pages": phase.items.get("retained_pages", 0) + pool.pool - pool.peak_in_use}
+        grown.append(replace(phase, items=phase.items | {key: value for key, value in extra.items() if value}))
+    return grown
+
+
 def _workspaces(held: int) -> dict[str, int]:
     """The BLAS workspaces a moment holds, as an item where there are any (none on a device without them)."""
     return {"library_workspace": held} if held else {}
@@ -714,7 +760,7 @@ def _update_temporaries(rules: Rules, optimizer: str, device: str, weights: int,
 
 def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: str = "adam", dtype: str = "float32",
              framework: str | None = None, device: str = "cpu", technique: str = "none",
-             blas_workspace: int = 0) -> Estimate:
+             blas_workspace: int = 0, pool_grows: bool = False) -> Estimate:
     """The bytes each phase holds at its peak, by category; `framework=None` applies the neutral rules.
 
     Techniques: mixed precision halves the activations and keeps half-precision weight copies for the
@@ -723,6 +769,8 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     tensor; tracked inference keeps what a backward pass would need. Weights include batch norm's running
     statistics; gradients and optimizer state are sized by the trainable weights alone. `blas_workspace`: one BLAS
     workspace's bytes on this card, measured (`suites.analysis.constants`), placed where the rules allocate them.
+    `pool_grows`: the framework's pool is off and its allocator maps regions as it needs them (JAX's noprealloc,
+    TensorFlow's growth), which its BFC allocator counts with the chunks it did not split (`_grown_pool`).
     """
     rules_name = framework if framework in RULES else "neutral"
     rules, size, batch = RULES[rules_name], DTYPES[dtype], batch or spec.default_batch
@@ -807,6 +855,8 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
                                   {"transient": forward.inference_transient}))
     if device in rules.keeps_pages_on and technique != "empty_cache":
         phases = _pages_kept(phases)
+    if pool_grows and device in rules.bfc_on:
+        phases = _grown_pool(phases, spec, rules, size, (math.prod(spec.input_shape) * batch * size, labels))
     return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
                     tuple(phases), floor(spec, kind, batch, optimizer, size, technique), hand_count(spec),
                     spec.param_count, len(spec.layers))

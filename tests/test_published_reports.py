@@ -29,8 +29,8 @@ RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_json()
 # What a breakdown may name: the measured parts, the estimate's parts that name part of a need, what no rule names, the
 # allocator's pool beyond the need, and what the driver holds beyond all that.
 NAMES = {"context", "weights", "gradients", "optimizer_state", "inputs", "activations", "library_workspace",
-         "update_temporaries", "transient", "unexplained", "allocator_cache", "pool_unused", "kernel_modules",
-         "runtime"}
+         "unsplit_chunks", "update_temporaries", "transient", "unexplained", "allocator_cache", "pool_unused",
+         "kernel_modules", "runtime"}
 SENTENCE = re.compile(r"Without a pool, (?P<high>.+?) holds (?P<total>[\d,]+) MiB more than (?P<low>.+?) "
                       r"\((?P<high_phase>\w+) against (?P<low_phase>\w+), as the table and the plot show them\); "
                       r"by part: (?P<parts>.+) MiB\.$")

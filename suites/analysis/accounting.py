@@ -26,11 +26,14 @@ RUNTIME = {
     "cpu": ("runtime", "host RSS beyond the context and the model's tensors: framework runtime, compiler, "
                        "malloc caches"),
 }
-# The estimate's categories that name part of a need beyond autograd's saved tensors: the BLAS workspaces first (their
-# size is measured), then the optimizer update's temporaries, then what is in flight (a backward's gradient pair;
-# Keras's Functional holding every layer's output until its call returns). XLA's temp buffers already hold all of
+# The estimate's categories that name part of a need beyond autograd's saved tensors: the chunks a growing pool did not
+# split first (simulated), the BLAS workspaces next (their size is measured), then the optimizer update's temporaries,
+# then what is in flight (a backward's gradient pair; Keras's Functional holding every layer's output until its call
+# returns). XLA's temp buffers already hold all of
 # them, so a static plan is never split.
-NAMED_BY_ESTIMATE = {"library_workspace": "the estimate's BLAS workspaces (a probe's measured size, per thread that "
+NAMED_BY_ESTIMATE = {"unsplit_chunks": "the estimate's chunks a growing BFC pool did not split, counted as in use "
+                                       "(models.bfc, simulated over the allocation order)",
+                     "library_workspace": "the estimate's BLAS workspaces (a probe's measured size, per thread that "
                                           "multiplied)",
                      "update_temporaries": "the estimate's optimizer update temporaries (the framework's rules)",
                      "transient": "the estimate's tensors in flight at the peak (the framework's rules: a gradient "
@@ -209,7 +212,7 @@ def floor(record: dict, analytic: Estimate) -> dict:
 def account(record: dict, known_constants: dict | None, source: str = "") -> dict:
     """The estimate, comparison, breakdown and floor for one record (nothing for internal scenario kinds)."""
     scenario = Scenario.from_dict(record["scenario"])
-    known = constants.lookup(known_constants, scenario.framework, scenario.kind)
+    known = constants.lookup(known_constants, scenario.framework, scenario.kind, scenario.allocator)
     return _account(record, known, source or published(scenario.device))
 
 

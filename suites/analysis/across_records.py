@@ -17,7 +17,8 @@ from suites.analysis.constants import PROBES
 from suites.analysis.figures import allocated_now, driver_peak, need
 
 NOT_ACTIVATIONS = ("weights", "gradients", "accumulated_gradients", "optimizer_state", "inputs",
-                   "update_temporaries", "init_temporaries", "library_workspace", "retained_pages")
+                   "update_temporaries", "init_temporaries", "library_workspace", "unsplit_chunks",
+                   "retained_pages")
 
 
 @dataclass(frozen=True)

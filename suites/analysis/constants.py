@@ -17,6 +17,7 @@ import json
 import time
 from pathlib import Path
 
+from models import allocators
 from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
@@ -40,9 +41,11 @@ def path(resolved_device: str) -> Path:
 
 
 def analytic_estimate(scenario: Scenario, known: dict | None = None) -> Estimate:
-    """The scenario's estimate with the BLAS workspace its framework's constants measured on the device."""
+    """The scenario's estimate with the BLAS workspace its framework's constants measured on the device, and its
+    pool grown as needed where its mode turns the default pool off (JAX's noprealloc, TensorFlow's growth)."""
     return estimate(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, scenario.dtype,
-                    scenario.framework, scenario.device, scenario.technique, (known or {}).get("blas_workspace", 0))
+                    scenario.framework, scenario.device, scenario.technique, (known or {}).get("blas_workspace", 0),
+                    pool_grows=allocators.is_without_pool(scenario.framework, scenario.allocator))
 
 
 def blas_workspace(record: dict) -> int | None:
@@ -203,7 +206,7 @@ def merge(data: dict, record: dict, measured_at: str | None = None) -> bool:
     if record["status"] != "ok":
         return False
     scenario = Scenario.from_dict(record["scenario"])
-    kinds = data["frameworks"].setdefault(scenario.framework, {})
+    kinds = data["frameworks"].setdefault(_key(scenario.framework, scenario.allocator), {})
     if scenario.model == PROBE:
         kinds[scenario.kind] = from_probe(record, measured_at)
     elif kinds.get(scenario.kind, {}).get("layers"):
@@ -245,9 +248,17 @@ def other_card(data: dict, wanted: str | None) -> str | None:
             f"(python -m suites bench --suite default --device cuda) for constants of its own")
 
 
-def lookup(constants: dict | None, framework: str, kind: str) -> dict | None:
-    """The constants for one framework and scenario kind, or None where they were never measured."""
-    return ((constants or {}).get("frameworks", {}).get(framework) or {}).get(kind)
+def _key(framework: str, allocator: str) -> str:
+    """Where a probe's constants are kept: under its framework, or `jax noprealloc` for a mode other than the
+    default (a pool-off twin's probe measures what the card loses without the pool; it never replaces the default's)."""
+    return framework if allocator == "default" else f"{framework} {allocator}"
+
+
+def lookup(constants: dict | None, framework: str, kind: str, allocator: str = "default") -> dict | None:
+    """The constants for one framework, allocator mode and scenario kind: the mode's own probe's where it ran, else
+    the default mode's; None where they were never measured."""
+    measured = (constants or {}).get("frameworks", {})
+    return (measured.get(_key(framework, allocator)) or {}).get(kind) or (measured.get(framework) or {}).get(kind)
 
 
 def of_run(run: dict) -> tuple[dict | None, list[str]]:

@@ -28,6 +28,7 @@ LABELS = {
     "update_temporaries": "optimizer update temporaries",
     "init_temporaries": "initializer temporaries",
     "library_workspace": "BLAS workspaces (measured size)",
+    "unsplit_chunks": "chunks a growing pool did not split",
     "retained_pages": "freed earlier, still held (driver only)",
 }
 

@@ -223,13 +223,14 @@ def save(drawn: list[tuple[Figure, Path]]) -> list[Path]:
 # read as a known part.
 CATEGORY_COLORS = {"context": "#7f7f7f", "kernel_modules": "#c7c7c7", "runtime": "#c49c94", "weights": "#1f77b4",
                    "gradients": "#aec7e8", "optimizer_state": "#ff7f0e", "inputs": "#ffbb78", "activations": "#2ca02c",
-                   "library_workspace": "#98df8a", "update_temporaries": "#dbdb8d", "transient": "#c5b0d5",
+                   "library_workspace": "#98df8a", "unsplit_chunks": "#9edae5", "update_temporaries": "#dbdb8d",
+                   "transient": "#c5b0d5",
                    "unexplained": "#ececec",
                    "allocator_cache": "#d62728", "pool_unused": "#f7b6d2"}
 HATCHED = ("unexplained",)
 # The parts of the model's need: its tensors, its activations, the estimate's named parts of the rest, the rest.
-MODEL_CATEGORIES = ("weights", "gradients", "optimizer_state", "inputs", "activations", "library_workspace",
-                    "update_temporaries", "transient", "unexplained")
+MODEL_CATEGORIES = ("weights", "gradients", "optimizer_state", "inputs", "activations", "unsplit_chunks",
+                    "library_workspace", "update_temporaries", "transient", "unexplained")
 # Bottom to top: what is there before the model, the model, then what the allocator keeps unused.
 STACK_ORDER = ("context", "kernel_modules", "runtime", *MODEL_CATEGORIES, "allocator_cache", "pool_unused")
 

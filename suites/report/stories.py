@@ -28,8 +28,8 @@ RUNS = {  # what each answer reads, relative to results/
     "cpu_default": "cpu-eb50ac8/default-cpu.json", "cpu_techniques": "cpu-4bbc599/techniques-cpu.json",
     "cpu_sweeps": "cpu-4bbc599/sweeps-cpu.json", "cpu_fit": "cpu-248a74c/fit-cpu.json",
 }
-BREAKDOWN = ("context", "kernel_modules", "runtime", "weights", "inputs", "activations", "library_workspace",
-             "update_temporaries", "transient", "unexplained", "allocator_cache", "pool_unused")
+BREAKDOWN = ("context", "kernel_modules", "runtime", "weights", "inputs", "activations", "unsplit_chunks",
+             "library_workspace", "update_temporaries", "transient", "unexplained", "allocator_cache", "pool_unused")
 
 
 @functools.cache
