@@ -204,7 +204,9 @@ RULES = {
             " input); each parameter's update runs once its gradient exists, with about five gradients of the"
             " largest weight's size in flight (the plans' temp beyond the activations: 4.7 on keras200m, 5.2 and"
             " 5.7 on resnet50 at batch 16 and 8; fitted there, not derived); and the random draws are fused into one"
-            " kernel that writes the tensor, so drawing makes no temporary"),
+            " kernel that writes the tensor, so drawing makes no temporary; with the pool off (noprealloc) the BFC"
+            " allocator's in-use figure counts the chunks it did not split (models.bfc, simulated in the adapter's"
+            " order: each layer's weights, the batch, optax's state as one program's outputs, largest first)"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), **JAX_ACTIVATIONS,
                                "layernorm": ("input", "residual", "residual", *("positions",) * 4),

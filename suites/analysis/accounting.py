@@ -31,6 +31,7 @@ RUNTIME = {
 # then what is in flight (a backward's gradient pair; Keras's Functional holding every layer's output until its call
 # returns). XLA's temp buffers already hold all of
 # them, so a static plan is never split.
+BEYOND_PLAN = ("unsplit_chunks",)  # what an allocator counts beyond every buffer a compiled plan names
 NAMED_BY_ESTIMATE = {"unsplit_chunks": "the estimate's chunks a growing BFC pool did not split, counted as in use "
                                        "(models.bfc, simulated over the allocation order)",
                      "library_workspace": "the estimate's BLAS workspaces (a probe's measured size, per thread that "
@@ -168,9 +169,12 @@ def breakdown(record: dict, analytic: Estimate) -> dict[str, dict]:
         # with no need in the phase, what the pool holds is measured by the allocator's peak so far, never left over
         used = figures.pool_used(record, measured["name"]) if pool else need
         if used is not None:
-            estimated = {}
-            if activations and activations[1] == MEASURED and (planned := analytic.phase(measured["name"])):
+            estimated, planned, basis = {}, analytic.phase(measured["name"]), activations and activations[1]
+            if planned and basis == MEASURED:
                 estimated = planned.items
+            elif planned and basis == STATIC_PLAN:  # a plan's temp holds every part but what the allocator adds
+                estimated = {category: planned.items[category] for category in BEYOND_PLAN
+                             if category in planned.items}
             wanted += _rest_of_need(used - held - (activations[0] if activations else 0), estimated,
                                     need_label if need is not None else "the allocator's peak so far")
             if pool:
