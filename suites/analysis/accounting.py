@@ -29,8 +29,7 @@ RUNTIME = {
 # The estimate's categories that name part of a need beyond autograd's saved tensors: the chunks a growing pool did not
 # split first (simulated), the BLAS workspaces next (their size is measured), then the optimizer update's temporaries,
 # then what is in flight (a backward's gradient pair; Keras's Functional holding every layer's output until its call
-# returns). XLA's temp buffers already hold all of
-# them, so a static plan is never split.
+# returns). XLA's temp buffers hold all of them but the unsplit chunks (BEYOND_PLAN), the allocator's own counting.
 BEYOND_PLAN = ("unsplit_chunks",)  # what an allocator counts beyond every buffer a compiled plan names
 NAMED_BY_ESTIMATE = {"unsplit_chunks": "the estimate's chunks a growing BFC pool did not split, counted as in use "
                                        "(models.bfc, simulated over the allocation order)",
