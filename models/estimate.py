@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate
 
-from models import bfc, techniques
+from models import bfc, caching, eager, techniques
 from models.scenario import DTYPES, PHASES
 from models.spec import ELEMENTWISE, INPUT, AvgPool2D, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
 
@@ -66,6 +66,8 @@ class Rules:
     # how the optimizer's slots are allocated: "at_once" (one compiled init, whose outputs XLA's buffer assignment
     # allocates largest first) or "per_weight" (each weight's slots in turn)
     state_made: str = "at_once"
+    # the devices whose allocator is torch's caching allocator, whose segments the driver sees (models.caching)
+    caching_on: tuple[str, ...] = ()
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
@@ -103,7 +105,7 @@ RULES = {
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
         explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
-        init_copies=0, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",),
+        init_copies=0, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",), caching_on=("cuda",),
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
             " input, ReLU its output, max_pool2d its input and int64 indices (its padding is inside the op);"
@@ -239,6 +241,7 @@ RULES = {
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_on=(), init_copies=2, accumulator_copies=1, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",),
+        caching_on=("cuda",),
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
         why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for dense,"
             " ReLU, ReLU6, add and concat; a conv (depthwise too) or a pool keeps Keras's channels-first copy of its"
@@ -750,6 +753,85 @@ def _grown_pool(phases: list[PhaseEstimate], spec: ModelSpec, rules: Rules, byte
     return grown
 
 
+CACHED_TECHNIQUES = ("none", "inplace", "empty_cache", "accumulate", "tracked")  # those `eager_order` follows
+
+
+def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch: int, size: int, technique: str,
+                 device: str, optimizer: str, workspace: int, batch_tensors: tuple[int, int],
+                 draw_copies: int) -> dict[str, list]:
+    """Per phase, the order in which an eager framework allocates and frees (`models.eager`)."""
+    micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
+    layer_weights = eager.weight_sizes(spec, size)
+    made: set[str] = set()
+
+    def one_pass(technique: str, examples: int, tag: object) -> eager.Pass:
+        value = examples * size
+        views, tensors, savers, extras = _keeping(spec, rules, ops, technique, device, examples, value)
+        return eager.Pass(ops, tensors, views, savers, extras, value, ops[-1].outputs * value, rules.holds_outputs,
+                          workspace, made, tag)
+
+    def gradients(tag: object, kept: bool) -> list[list]:
+        """Per step, its weights' gradients: kept in .grad, or (a later micro-batch's) added into it and freed."""
+        per_op = []
+        for op in ops:
+            sizes = layer_weights[op.layer] if op.weight_bytes else []
+            keys = [("grad", op.layer, number) if kept else (tag, "grad", op.layer, number)
+                    for number in range(len(sizes))]
+            per_op.append(list(zip(keys, sizes, strict=True)) + ([] if kept else [(key, 0) for key in keys]))
+        return per_op
+
+    order: dict[str, list] = {"build": eager.built(spec, size, batch_tensors, draw_copies), "compile": []}
+    weights = [weight for sizes in layer_weights for weight in sizes]
+    for step in (1, 2) if kind == "train" else ():
+        # zero_grad(set_to_none=True) frees the last step's gradients
+        events = [(key, 0) for per_op in gradients(None, True) for key, _ in per_op] if step == 2 else []
+        # the optimizer's slots, one weight at a time, before the step (Keras's build) or in its update (torch's)
+        state = [(("state", index, copy), weight) for index, weight in enumerate(weights)
+                 for copy in range(OPTIMIZER_STATE_COPIES[optimizer])] if step == 1 else []
+        events += state if rules.state_before_step else []
+        for number in range(micro):
+            run = one_pass("inplace" if technique == "inplace" else "none", batch // micro, (step, number))
+            run.forward(keeping=True)
+            run.loss()
+            run.backward(gradients((step, number), number == 0))
+            events += run.events
+        events += [] if rules.state_before_step else state
+        scope, copies = rules.update_temporaries.get((optimizer, device), ("largest", 0))
+        temporaries = [(("update", step, index, copy), weight) for index, weight in enumerate(weights)
+                       for copy in range(copies)]
+        if scope == "all":
+            events += temporaries + [(key, 0) for key, _ in temporaries]
+        else:
+            events += [event for pair in temporaries for event in (pair, (pair[0], 0))]
+        if technique == "empty_cache":
+            events.append(("empty_cache", 0))
+        order[f"train_step_{step}"] = events
+    inference = one_pass("tracked" if technique == "tracked" else "none", batch, "inference")
+    inference.forward(keeping=technique == "tracked")
+    inference.end()
+    order["inference"] = inference.events
+    return order
+
+
+def _cached_segments(phases: list[PhaseEstimate], order: dict[str, list]) -> list[PhaseEstimate]:
+    """What torch's caching allocator maps beyond its peak of allocated bytes in each phase, replayed over the
+    eager order (`models.caching`): the retained pages, which the driver sees and the allocator does not count."""
+    allocator, handles, kept = caching.CachingAllocator(), {}, []
+    for phase in phases:
+        allocator.reset_peaks()
+        for key, size in order.get(phase.name, ()):
+            if key == "empty_cache":
+                allocator.empty_cache()
+            elif size:
+                handles[key] = allocator.allocate(size)
+            else:
+                allocator.release(handles.pop(key))
+        retained = allocator.peak_reserved - allocator.peak_allocated
+        items = {name: amount for name, amount in phase.items.items() if name != "retained_pages"}
+        kept.append(replace(phase, items=items | ({"retained_pages": retained} if retained else {})))
+    return kept
+
+
 def _workspaces(held: int) -> dict[str, int]:
     """The BLAS workspaces a moment holds, as an item where there are any (none on a device without them)."""
     return {"library_workspace": held} if held else {}
@@ -855,7 +937,11 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         elif name == "inference":
             phases.append(resting(name, "forward pass, no gradient tracking",
                                   {"transient": forward.inference_transient}))
-    if device in rules.keeps_pages_on and technique != "empty_cache":
+    if device in rules.caching_on and technique in CACHED_TECHNIQUES:
+        phases = _cached_segments(phases, eager_order(spec, rules, ops, kind, batch, size, technique, device,
+                                                       optimizer, workspace, (math.prod(spec.input_shape) * batch
+                                                                              * size, labels), init_copies))
+    elif device in rules.keeps_pages_on and technique != "empty_cache":
         phases = _pages_kept(phases)
     if pool_grows and device in rules.bfc_on:
         phases = _grown_pool(phases, spec, rules, size, (math.prod(spec.input_shape) * batch * size, labels))

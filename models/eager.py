@@ -1,0 +1,188 @@
+"""The order in which an eager framework (torch's autograd) allocates and frees a phase's tensors, from the spec.
+
+A caching allocator's segments (`models.caching`) depend on that order, not only on the peak: a block freed by one
+tensor is split for a smaller one and is then too small for the next large one, which maps a new segment. The
+order follows the estimate's own bookkeeping (`models.estimate`: the steps, the tensors they make, what each
+step's backward keeps) as autograd runs it:
+- the forward makes each step's output and what its backward keeps beside the net's tensors (indices, per-channel
+  vectors), and frees a tensor once its last reader has run, unless a backward keeps it or the call holds it;
+- the loss makes its residual; the backward then runs the steps in reverse: each makes its inputs' gradients (an
+  add or a concat passes its own on), adds a second gradient of a tensor into the first in place, makes its
+  weights' gradients (kept until the next zero_grad), and frees its output's gradient and what it kept;
+- the optimizer makes its state one weight at a time at the first step, then its update's temporaries.
+
+An event is (key, bytes): a positive size allocates the key, 0 frees it. Library workspaces other than the BLAS
+one (cuDNN's, chosen per convolution at run time) are not in the order: no probe measures them yet.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from models.estimate import Step, _Tensors
+    from models.spec import ModelSpec
+
+Event = tuple[object, int]
+INPUT = -1
+PASSING = ("add", "concat")  # their backward hands its output's gradient (or views of it) to every input
+
+
+def built(spec: ModelSpec, bytes_per_value: int, batch_tensors: tuple[int, ...], draw_copies: int) -> list[Event]:
+    """The build: each layer's weights, then its statistics, in the spec's order, then the batch and its targets. A
+    kernel is drawn uniformly through `draw_copies` temporaries of its size (Keras on torch: rand, then a scaled
+    copy), freed once it is made; the rest starts as constants, and the batch is drawn straight into its tensor
+    (torch.randn, torch.normal)."""
+    tensors = [(math.prod(shape) * bytes_per_value, name == "kernel") for step in spec.walk()
+               for name, shape in (*step.params.items(), *step.statistics.items())]
+    events: list[Event] = []
+    for index, (size, drawn) in enumerate([*tensors, *((size, False) for size in batch_tensors)]):
+        temporaries = [(("drawing", index, copy), size) for copy in range(draw_copies if drawn else 0)]
+        events += [*temporaries, (("built", index), size), *((key, 0) for key, _ in temporaries)]
+    return events
+
+
+def weight_sizes(spec: ModelSpec, bytes_per_value: int) -> list[list[int]]:
+    """Per step of `steps`' layers, the trainable weights' sizes (the gradients and the optimizer's slots)."""
+    return [[math.prod(shape) * bytes_per_value for shape in step.params.values()] for step in spec.walk()]
+
+
+@dataclass
+class Pass:
+    """One forward (and backward) pass over the steps: what it needs of the estimate's bookkeeping."""
+
+    ops: list[Step]
+    tensors: _Tensors
+    views: set[int]
+    savers: dict[int, list[int]]  # tensor -> the steps whose backward keeps it
+    extras: list[int]  # per step, the bytes it keeps beside the net's tensors
+    value: int  # one activation value's bytes for the batch
+    loss_residual: int
+    holds_outputs: bool  # the call keeps every output until it returns (Keras run eagerly)
+    workspace: int  # one BLAS workspace, taken by a thread's first matrix multiply and kept (0: none)
+    workspaces: set[str]  # the threads that hold theirs already (shared by the passes of a process)
+    tag: object  # what makes this pass's keys its own
+    events: list[Event] = field(default_factory=list)
+    live: dict[object, None] = field(default_factory=dict)  # this pass's allocations, in order
+
+    def make(self, key: object, size: int) -> None:
+        if size:
+            self.events.append(((self.tag, key), size))
+            self.live[key] = None
+
+    def free(self, key: object) -> None:
+        if key in self.live:
+            del self.live[key]
+            self.events.append(((self.tag, key), 0))
+
+    def end(self) -> None:
+        """The pass's graph goes: whatever it still holds is freed."""
+        for key in list(self.live):
+            self.free(key)
+
+    def _multiply(self, thread: str) -> None:
+        if self.workspace and thread not in self.workspaces:
+            self.workspaces.add(thread)
+            self.events.append((("workspace", thread), self.workspace))
+
+    def forward(self, keeping: bool) -> None:
+        """The steps in order; `keeping`: a graph is recorded, so what a backward keeps stays until `backward` (or
+        `end`), else a tensor is freed once read."""
+        tensors, held = self.tensors, []
+        for index, op in enumerate(self.ops):
+            if op.kind == "dense":
+                self._multiply("forward")
+            if index not in self.views:
+                self.make(index, self.bytes_of(index))
+            if keeping:
+                self.make(("extra", index), self.extras[index])
+            for tensor in dict.fromkeys(tensors.reads[index]):
+                if tensor == INPUT or tensors.last_reader[tensor] != index or keeping and tensor in self.savers:
+                    continue
+                held.append(tensor) if self.holds_outputs else self.free(tensor)
+        for tensor in held:
+            self.free(tensor)
+
+    def bytes_of(self, tensor: int) -> int:
+        return self.tensors.elements[tensor] * self.value
+
+    def loss(self) -> None:
+        """The loss keeps its residual (the softmax or the difference); the net's output goes unless kept."""
+        self.make("loss", self.loss_residual)
+        if self.tensors.makes[-1] not in self.savers:
+            self.free(self.tensors.makes[-1])
+
+    def backward(self, weight_grads: list[list[Event]]) -> None:
+        """The steps in reverse, from the loss's gradient; `weight_grads`: per step, the events of its weights'
+        gradients."""
+        tensors, buffers = self.tensors, _Buffers(self)
+        slot = {tensors.makes[-1]: buffers.new(self.bytes_of(tensors.makes[-1]))}
+        self.free("loss")
+        last_saver: dict[int, list[int]] = {}
+        for tensor, keepers in self.savers.items():
+            last_saver.setdefault(min(keepers), []).append(tensor)
+        for index in reversed(range(len(self.ops))):
+            made, op = tensors.makes[index], self.ops[index]
+            if op.kind == "dense":
+                self._multiply("backward")
+            if index in self.views:
+                if op.kind in ("relu", "relu6") and made in slot:  # in place: a new gradient replaces its own
+                    old, slot[made] = slot[made], buffers.new(self.bytes_of(made))
+                    buffers.drop(old)
+            elif made in slot:
+                gradient = slot.pop(made)
+                for source in dict.fromkeys(tensors.reads[index]):
+                    if source != INPUT:
+                        self._arrive(slot, source, gradient if op.kind in PASSING else None, buffers)
+                self.events.extend(weight_grads[index])
+                buffers.drop(gradient)
+            self.free(("extra", index))
+            for tensor in last_saver.get(index, ()):
+                self.free(tensor)
+        for gradient in slot.values():
+            buffers.drop(gradient)
+        self.end()
+
+    def _arrive(self, slot: dict[int, int], source: int, passed: int | None, buffers: _Buffers) -> None:
+        """A gradient of `source` arrives (`passed`: the output's own, handed on): the first is kept, a later one
+        is added into it in place where nothing else holds it, else their sum is a new tensor."""
+        if passed is None:
+            incoming = buffers.new(self.bytes_of(source))
+        else:
+            incoming = passed
+            buffers.share(passed)
+        if source not in slot:
+            slot[source] = incoming
+        elif buffers.alone(slot[source]) and slot[source] != incoming:
+            buffers.drop(incoming)
+        else:
+            total = buffers.new(self.bytes_of(source))
+            buffers.drop(slot[source])
+            buffers.drop(incoming)
+            slot[source] = total
+
+
+class _Buffers:
+    """Gradient tensors by reference count: an add hands one tensor to both of its inputs."""
+
+    def __init__(self, owner: Pass) -> None:
+        self.owner, self.count, self.references = owner, 0, {}
+
+    def new(self, size: int) -> int:
+        self.count += 1
+        self.references[self.count] = 1
+        self.owner.make(("gradient", self.count), size)
+        return self.count
+
+    def share(self, buffer: int) -> None:
+        self.references[buffer] += 1
+
+    def alone(self, buffer: int) -> bool:
+        return self.references[buffer] == 1
+
+    def drop(self, buffer: int) -> None:
+        self.references[buffer] -= 1
+        if not self.references[buffer]:
+            self.owner.free(("gradient", buffer))
