@@ -130,9 +130,11 @@ RULES = {
             " caching allocator that stays allocated (ATen's CublasHandlePool keeps one per handle and stream;"
             " autograd runs the backward on a device thread of its own, so training holds two, the backward's from"
             " the last linear layer's gradient on); its size is the card's (32 MiB on an H100: the probe's allocator"
-            " figure beyond its tensors, which the constants measure) and convolutions take none; the caching"
-            " allocator keeps the blocks a phase freed, so the card loses in a phase at least what it lost in the one"
-            " before (inference after training holds the step's blocks), unless empty_cache returned them"),
+            " figure beyond its tensors, which the constants measure) and convolutions take none; on CUDA the"
+            " driver sees the caching allocator's segments, simulated (models.caching) over the order the eager"
+            " step allocates in (models.eager), so a phase holds the blocks the ones before it freed and the"
+            " segments its own order splits, unless empty_cache returned them (cuDNN's workspaces are not in the"
+            " order; the recomputing and casting techniques keep the phase before's peak as the least)"),
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS),
                                "gelu": ("residual",) * 3, "layernorm": ("input", "residual", *("positions",) * 3),

@@ -241,13 +241,15 @@ def test_a_blas_workspace_is_held_where_the_net_multiplies_and_from_then_on() ->
 
 
 def test_the_caching_allocator_keeps_a_steps_blocks_for_the_driver_unless_emptied() -> None:
-    """Inference after training: the card still holds the step's blocks (the driver's view), the allocator does not
-    count them; empty_cache returns them."""
+    """Inference after training: the card still holds the step's segments (the driver's view), the allocator does
+    not count them; empty_cache returns those with nothing left in them."""
     kept = _items("resnet50", "train", "inference")
     step = estimate(get_model("resnet50"), "train", 8, framework="torch", device="cuda",
-                    blas_workspace=32 * MIB).phase("train_step_2").total
-    assert sum(kept.values()) == step and kept["retained_pages"] > 0
-    assert "retained_pages" not in _items("resnet50", "train", "inference", technique="empty_cache")
+                    blas_workspace=32 * MIB).phase("train_step_2").items
+    tensors = sum(step.values()) - step.get("retained_pages", 0)
+    assert sum(kept.values()) >= tensors and kept["retained_pages"] > tensors / 2
+    emptied = _items("resnet50", "train", "inference", technique="empty_cache")
+    assert emptied.get("retained_pages", 0) < kept["retained_pages"] / 4
     assert "retained_pages" not in _items("resnet50", "train", "inference", device="cpu")
 
 
