@@ -14,7 +14,7 @@ peaks are 885.4, 112.5 and 3.8 MiB (keras200m, resnet50, heatmap68; measured the
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from models.blocks import Blocks, Handle
 
 MIN_ALLOCATION = 256
 FIRST_REGION = 2 << 20
@@ -30,41 +30,23 @@ class GrowingPool:
 
     def __init__(self) -> None:
         self.next_region, self.pool, self.in_use, self.peak_in_use = FIRST_REGION, 0, 0, 0
-        self.regions = 0
-        self.chunks: dict[tuple[int, int], tuple[int, bool]] = {}  # (region, offset) -> (size, in use)
-        self.starts: dict[tuple[int, int], int] = {}  # (region, end) -> the offset of the chunk ending there
-        self.free: list[tuple[int, int, int]] = []  # (size, region, offset): best fit first, then the lower address
+        self.chunks = Blocks()
 
-    def allocate(self, size: int) -> tuple[int, int]:
+    def allocate(self, size: int) -> Handle:
         """A chunk for `size` bytes (its handle for `release`)."""
         request = rounded(size)
-        found = bisect_left(self.free, (request, -1, -1))
-        if found == len(self.free):
+        chunk = self.chunks.take(request)
+        if chunk is None:
             self._extend(request)
-            found = bisect_left(self.free, (request, -1, -1))
-        chunk_size, region, offset = self.free.pop(found)
-        if chunk_size >= 2 * request or chunk_size - request >= MAX_INTERNAL_FRAGMENTATION:
-            self._place(region, offset + request, chunk_size - request, in_use=False)
-            chunk_size = request
-        self._place(region, offset, chunk_size, in_use=True)
-        self.in_use += chunk_size
+            chunk = self.chunks.take(request)
+        split = chunk[0] >= 2 * request or chunk[0] - request >= MAX_INTERNAL_FRAGMENTATION
+        self.in_use += self.chunks.use(chunk, request, split)
         self.peak_in_use = max(self.peak_in_use, self.in_use)
-        return region, offset
+        return chunk[1], chunk[2]
 
-    def release(self, handle: tuple[int, int]) -> None:
+    def release(self, handle: Handle) -> None:
         """Frees a chunk, merged with a free neighbour on either side (in its region: regions do not coalesce)."""
-        region, offset = handle
-        size, _ = self.chunks.pop(handle)
-        del self.starts[(region, offset + size)]
-        self.in_use -= size
-        following = (region, offset + size)
-        if following in self.chunks and not self.chunks[following][1]:
-            size += self._take_free(following)
-        before = self.starts.get(handle)
-        if before is not None and not self.chunks[(region, before)][1]:  # the chunk ending where this one starts
-            size += self._take_free((region, before))
-            offset = before
-        self._place(region, offset, size, in_use=False)
+        self.in_use -= self.chunks.release(handle)
 
     def _extend(self, request: int) -> None:
         grew = False
@@ -75,17 +57,4 @@ class GrowingPool:
         if not grew:
             self.next_region *= 2
         self.pool += size
-        self._place(self.regions, 0, size, in_use=False)
-        self.regions += 1
-
-    def _place(self, region: int, offset: int, size: int, in_use: bool) -> None:
-        self.chunks[(region, offset)] = (size, in_use)
-        self.starts[(region, offset + size)] = offset
-        if not in_use:
-            insort(self.free, (size, region, offset))
-
-    def _take_free(self, handle: tuple[int, int]) -> int:
-        size, _ = self.chunks.pop(handle)
-        del self.starts[(handle[0], handle[1] + size)]
-        self.free.remove((size, *handle))
-        return size
+        self.chunks.add_region(size)

@@ -10,7 +10,7 @@ returned (short of empty_cache), so the driver sees every segment the allocator 
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from models.blocks import Blocks, Handle
 
 MIN_BLOCK = 512
 SMALL_REQUEST = 1 << 20
@@ -37,77 +37,29 @@ class CachingAllocator:
 
     def __init__(self) -> None:
         self.allocated = self.peak_allocated = self.reserved = self.peak_reserved = 0
-        self.segments = 0
-        self.segment_sizes: dict[int, int] = {}
-        self.blocks: dict[tuple[int, int], tuple[int, bool]] = {}  # (segment, offset) -> (size, in use)
-        self.starts: dict[tuple[int, int], int] = {}  # (segment, end) -> the offset of the block ending there
-        self.small_segments: set[int] = set()
-        self.free = {True: [], False: []}  # small pool?: [(size, segment, offset)], best fit first
+        self.segments = Blocks()  # the pool of a segment: whether it is the small one
 
-    def allocate(self, size: int) -> tuple[int, int]:
+    def allocate(self, size: int) -> Handle:
         """A block for `size` bytes (its handle for `release`)."""
         request = rounded(size)
         small = request <= SMALL_REQUEST
-        pool = self.free[small]
-        found = bisect_left(pool, (request, -1, -1))
-        if found < len(pool):
-            block, segment, offset = pool.pop(found)
-        else:
-            block, segment, offset = segment_size(request), self.segments, 0
-            self.segments += 1
-            self.segment_sizes[segment] = block
-            self.reserved += block
+        block = self.segments.take(request, small)
+        if block is None:
+            self.segments.add_region(segment_size(request), small)
+            self.reserved += segment_size(request)
             self.peak_reserved = max(self.peak_reserved, self.reserved)
-            if small:
-                self.small_segments.add(segment)
-        rest = block - request
-        if rest >= MIN_BLOCK if small else rest > SMALL_REQUEST:
-            self._put(segment, offset + request, rest, small)
-            block = request
-        self._set(segment, offset, block, True)
-        self.allocated += block
+            block = self.segments.take(request, small)
+        rest = block[0] - request
+        self.allocated += self.segments.use(block, request, rest >= MIN_BLOCK if small else rest > SMALL_REQUEST)
         self.peak_allocated = max(self.peak_allocated, self.allocated)
-        return segment, offset
+        return block[1], block[2]
 
-    def release(self, handle: tuple[int, int]) -> None:
-        segment, offset = handle
-        size, _ = self.blocks.pop(handle)
-        del self.starts[(segment, offset + size)]
-        self.allocated -= size
-        small = segment in self.small_segments
-        following = self.blocks.get((segment, offset + size))
-        if following and not following[1]:
-            self._take(segment, offset + size, following[0], small)
-            size += following[0]
-        before = self.starts.get((segment, offset))
-        if before is not None and not self.blocks[(segment, before)][1]:
-            earlier = self.blocks[(segment, before)][0]
-            self._take(segment, before, earlier, small)
-            offset, size = before, size + earlier
-        self._put(segment, offset, size, small)
+    def release(self, handle: Handle) -> None:
+        self.allocated -= self.segments.release(handle)
 
     def empty_cache(self) -> None:
         """torch.cuda.empty_cache(): the segments with no block in use go back to the driver."""
-        for small, pool in self.free.items():
-            for size, segment, offset in list(pool):
-                if offset == 0 and size == self.segment_sizes[segment]:
-                    self._take(segment, offset, size, small)
-                    self.reserved -= size
-                    del self.segment_sizes[segment]
+        self.reserved -= self.segments.drop_empty_regions()
 
     def reset_peaks(self) -> None:
         self.peak_allocated, self.peak_reserved = self.allocated, self.reserved
-
-    def _set(self, segment: int, offset: int, size: int, in_use: bool) -> None:
-        self.blocks[(segment, offset)] = (size, in_use)
-        self.starts[(segment, offset + size)] = offset
-
-    def _put(self, segment: int, offset: int, size: int, small: bool) -> None:
-        self._set(segment, offset, size, False)
-        insort(self.free[small], (size, segment, offset))
-
-    def _take(self, segment: int, offset: int, size: int, small: bool) -> None:
-        pool = self.free[small]
-        del pool[bisect_left(pool, (size, segment, offset))]
-        del self.blocks[(segment, offset)]
-        del self.starts[(segment, offset + size)]

@@ -33,7 +33,7 @@ def test_requests_map_segments_by_torchs_sizes() -> None:
     allocator.release(mid)
     allocator.release(mid_again)  # merged with its free neighbours: 20 MiB free in one block
     again = allocator.allocate(19 * MIB)  # fits the merged block, whole (1 MiB left): no new segment
-    assert allocator.reserved == 36 * MIB and allocator.segments == 3
+    assert allocator.reserved == 36 * MIB and len(allocator.segments.sizes) == 3
     allocator.release(large)
     allocator.allocate(12 * MIB)  # the freed 14 MiB block, split: the 2 MiB left is over 1 MiB
     assert allocator.reserved == 36 * MIB

@@ -33,7 +33,7 @@ def test_a_chunk_is_split_only_when_it_is_twice_the_request_or_128_mib_more() ->
     small = pool.allocate(100)  # a second 4 MiB region (the next is 8), split: 256 bytes in use
     assert (pool.pool, pool.in_use) == (8 * MIB, 4 * MIB + bfc.MIN_ALLOCATION)
     pool.release(small)  # merged back into its region's free rest
-    assert pool.in_use == 4 * MIB and pool.free == [(4 * MIB, 1, 0)]
+    assert pool.in_use == 4 * MIB and pool.chunks.free[None] == [(4 * MIB, 1, 0)]
     pool.allocate(300 * MIB)  # a 512 MiB region: 212 MiB more than asked is past 128 MiB, so split
     assert (pool.pool, pool.in_use, pool.peak_in_use) == (520 * MIB, 304 * MIB, 304 * MIB)
 
