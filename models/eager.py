@@ -11,6 +11,11 @@ step's backward keeps) as autograd runs it:
   weights' gradients (kept until the next zero_grad), and frees its output's gradient and what it kept;
 - the optimizer makes its state one weight at a time at the first step, then its update's temporaries.
 
+A recomputed run (torch.utils.checkpoint, non-reentrant) keeps nothing in the forward but its inputs from outside
+it; its backward first runs the run's forward again, keeping what each step's backward keeps, then goes back through
+it as above. Under autocast a conv or a dense step makes a half copy of its weights (kept for its backward) and its
+weights' gradients are made half, then cast to the float32 .grad.
+
 An event is (key, bytes): a positive size allocates the key, 0 frees it. Library workspaces other than the BLAS
 one (cuDNN's, chosen per convolution at run time) are not in the order: no probe measures them yet.
 """
@@ -64,6 +69,9 @@ class Pass:
     workspace: int  # one BLAS workspace, taken by a thread's first matrix multiply and kept (0: none)
     workspaces: set[str]  # the threads that hold theirs already (shared by the passes of a process)
     tag: object  # what makes this pass's keys its own
+    runs: list[int | None] = field(default_factory=list)  # per step, the recomputed run it is in (empty: none)
+    kept: set[int] = field(default_factory=set)  # the tensors the recomputed runs keep: their inputs from outside
+    casts: list[list[int]] = field(default_factory=list)  # per step, its weights' half copies (empty: no autocast)
     events: list[Event] = field(default_factory=list)
     live: dict[object, None] = field(default_factory=dict)  # this pass's allocations, in order
 
@@ -94,16 +102,48 @@ class Pass:
         for index, op in enumerate(self.ops):
             if op.kind == "dense":
                 self._multiply("forward")
+            for number, size in enumerate(self.casts[index] if self.casts else ()):
+                self.make(("cast", index, number), size)
             if index not in self.views:
                 self.make(index, self.bytes_of(index))
-            if keeping:
+            if keeping and self.run_of(index) is None:
                 self.make(("extra", index), self.extras[index])
             for tensor in dict.fromkeys(tensors.reads[index]):
-                if tensor == INPUT or tensors.last_reader[tensor] != index or keeping and tensor in self.savers:
+                if tensor == INPUT or tensors.last_reader[tensor] != index or keeping and self.keeps(tensor):
                     continue
-                held.append(tensor) if self.holds_outputs else self.free(tensor)
+                if self.holds_outputs:
+                    held.append(tensor)
+                else:
+                    self.free(tensor)
         for tensor in held:
             self.free(tensor)
+
+    def run_of(self, index: int) -> int | None:
+        return self.runs[index] if self.runs else None
+
+    def keeps(self, tensor: int) -> bool:
+        """Whether the forward keeps `tensor` for the backward: a recomputed run's input, or what a step outside every
+        run keeps."""
+        return tensor in self.kept or any(self.run_of(step) is None for step in self.savers.get(tensor, ()))
+
+    def _recompute(self, run: int) -> None:
+        """The run's forward again, inside the backward: each step's output and what its backward keeps; a tensor
+        nothing in the run keeps goes at its last reader in the run (the run's outputs at its end)."""
+        steps = [index for index in range(len(self.ops)) if self.run_of(index) == run]
+        made, saved = [], {tensor for tensor, keepers in self.savers.items() if set(keepers) & set(steps)}
+        last = {tensor: index for index in steps for tensor in self.tensors.reads[index]}
+        for index in steps:
+            tensor = self.tensors.makes[index]
+            if index not in self.views and tensor not in self.live:
+                self.make(tensor, self.bytes_of(tensor))
+                made.append(tensor)
+            self.make(("extra", index), self.extras[index])
+            for source in dict.fromkeys(self.tensors.reads[index]):
+                if source in made and last[source] == index and source not in saved:
+                    self.free(source)
+        for tensor in made:
+            if tensor not in saved:
+                self.free(tensor)
 
     def bytes_of(self, tensor: int) -> int:
         return self.tensors.elements[tensor] * self.value
@@ -111,7 +151,7 @@ class Pass:
     def loss(self) -> None:
         """The loss keeps its residual (the softmax or the difference); the net's output goes unless kept."""
         self.make("loss", self.loss_residual)
-        if self.tensors.makes[-1] not in self.savers:
+        if not self.keeps(self.tensors.makes[-1]):
             self.free(self.tensors.makes[-1])
 
     def backward(self, weight_grads: list[list[Event]]) -> None:
@@ -121,10 +161,15 @@ class Pass:
         slot = {tensors.makes[-1]: buffers.new(self.bytes_of(tensors.makes[-1]))}
         self.free("loss")
         last_saver: dict[int, list[int]] = {}
-        for tensor, keepers in self.savers.items():
-            last_saver.setdefault(min(keepers), []).append(tensor)
+        for tensor in {*self.savers, *self.kept}:  # a run's input goes once every step reading it is back-propagated
+            readers = [tensors.first_reader[tensor]] if tensor in self.kept else []
+            last_saver.setdefault(min([*self.savers.get(tensor, ()), *readers]), []).append(tensor)
+        recomputed = None
         for index in reversed(range(len(self.ops))):
             made, op = tensors.makes[index], self.ops[index]
+            if self.run_of(index) not in (None, recomputed):
+                recomputed = self.run_of(index)
+                self._recompute(recomputed)
             if op.kind == "dense":
                 self._multiply("backward")
             if index in self.views:
@@ -138,6 +183,8 @@ class Pass:
                         self._arrive(slot, source, gradient if op.kind in PASSING else None, buffers)
                 self.events.extend(weight_grads[index])
                 buffers.drop(gradient)
+            for number in range(len(self.casts[index]) if self.casts else 0):
+                self.free(("cast", index, number))
             self.free(("extra", index))
             for tensor in last_saver.get(index, ()):
                 self.free(tensor)

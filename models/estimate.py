@@ -68,6 +68,8 @@ class Rules:
     state_made: str = "at_once"
     # the devices whose allocator is torch's caching allocator, whose segments the driver sees (models.caching)
     caching_on: tuple[str, ...] = ()
+    # the techniques whose allocation order `eager_order` follows there; the others keep `_pages_kept`'s floor
+    ordered_techniques: tuple[str, ...] = ("none", "inplace", "empty_cache", "accumulate", "tracked")
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
@@ -106,6 +108,7 @@ RULES = {
         explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
         init_copies=0, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",), caching_on=("cuda",),
+        ordered_techniques=tuple(techniques.TECHNIQUES),  # checkpoint and autocast as autograd runs them
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
             " input, ReLU its output, max_pool2d its input and int64 indices (its padding is inside the op);"
@@ -755,44 +758,55 @@ def _grown_pool(phases: list[PhaseEstimate], spec: ModelSpec, rules: Rules, byte
     return grown
 
 
-CACHED_TECHNIQUES = ("none", "inplace", "empty_cache", "accumulate", "tracked")  # those `eager_order` follows
+CAST_STEPS = ("conv2d", "dense")  # the steps autocast runs in half precision, on a half copy of their weights
 
 
 def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch: int, size: int, technique: str,
-                 device: str, optimizer: str, workspace: int, batch_tensors: tuple[int, int],
-                 draw_copies: int) -> dict[str, list]:
+                device: str, optimizer: str, workspace: int, batch_tensors: tuple[int, int],
+                draw_copies: int) -> dict[str, list]:
     """Per phase, the order in which an eager framework allocates and frees (`models.eager`)."""
     micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
     layer_weights = eager.weight_sizes(spec, size)
+    half = techniques.HALF_PRECISION.get(technique, 0)
     made: set[str] = set()
 
-    def one_pass(technique: str, examples: int, tag: object) -> eager.Pass:
-        value = examples * size
+    def cast(op: Step) -> list[int]:
+        return [weight * half // size for weight in layer_weights[op.layer]] if half and op.kind in CAST_STEPS else []
+
+    def one_pass(technique: str, examples: int, tag: object, autocast: bool = False) -> eager.Pass:
+        value = examples * (half if autocast and half else size)
         views, tensors, savers, extras = _keeping(spec, rules, ops, technique, device, examples, value)
+        kept, runs = _recomputed(spec, rules, ops, tensors, technique)
         return eager.Pass(ops, tensors, views, savers, extras, value, ops[-1].outputs * value, rules.holds_outputs,
-                          workspace, made, tag)
+                          workspace, made, tag, runs if any(run is not None for run in runs) else [], kept,
+                          [cast(op) for op in ops] if autocast and half else [])
 
     def gradients(tag: object, kept: bool) -> list[list]:
-        """Per step, its weights' gradients: kept in .grad, or (a later micro-batch's) added into it and freed."""
+        """Per step, its weights' gradients: kept in .grad, or (a later micro-batch's) added into it and freed; under
+        autocast a cast step's are made half, then cast to .grad's float32."""
         per_op = []
         for op in ops:
             sizes = layer_weights[op.layer] if op.weight_bytes else []
             keys = [("grad", op.layer, number) if kept else (tag, "grad", op.layer, number)
                     for number in range(len(sizes))]
-            per_op.append(list(zip(keys, sizes, strict=True)) + ([] if kept else [(key, 0) for key in keys]))
+            halves = [((tag, "half grad", op.layer, number), copy) for number, copy in enumerate(cast(op))]
+            per_op.append(halves + list(zip(keys, sizes, strict=True)) + [(key, 0) for key, _ in halves]
+                          + ([] if kept else [(key, 0) for key in keys]))
         return per_op
 
     order: dict[str, list] = {"build": eager.built(spec, size, batch_tensors, draw_copies), "compile": []}
     weights = [weight for sizes in layer_weights for weight in sizes]
     for step in (1, 2) if kind == "train" else ():
         # zero_grad(set_to_none=True) frees the last step's gradients
-        events = [(key, 0) for per_op in gradients(None, True) for key, _ in per_op] if step == 2 else []
+        events = [(("grad", layer, number), 0) for layer, sizes in enumerate(layer_weights)
+                  for number in range(len(sizes))] if step == 2 else []
         # the optimizer's slots, one weight at a time, before the step (Keras's build) or in its update (torch's)
         state = [(("state", index, copy), weight) for index, weight in enumerate(weights)
                  for copy in range(OPTIMIZER_STATE_COPIES[optimizer])] if step == 1 else []
         events += state if rules.state_before_step else []
         for number in range(micro):
-            run = one_pass("inplace" if technique == "inplace" else "none", batch // micro, (step, number))
+            run = one_pass(technique if technique in ("inplace", *techniques.RECOMPUTING) else "none", batch // micro,
+                           (step, number), autocast=True)
             run.forward(keeping=True)
             run.loss()
             run.backward(gradients((step, number), number == 0))
@@ -939,7 +953,7 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         elif name == "inference":
             phases.append(resting(name, "forward pass, no gradient tracking",
                                   {"transient": forward.inference_transient}))
-    if device in rules.caching_on and technique in CACHED_TECHNIQUES:
+    if device in rules.caching_on and technique in rules.ordered_techniques:
         phases = _cached_segments(phases, eager_order(spec, rules, ops, kind, batch, size, technique, device,
                                                        optimizer, workspace, (math.prod(spec.input_shape) * batch
                                                                               * size, labels), init_copies))

@@ -2,7 +2,7 @@
 
 The profiler's memory events give each allocation and free with its address, in order; `tests/test_caching.py`
 replays them through `models.caching` beside the order the estimate derives from the spec.
-Usage: python -m tests.record_allocations MODEL BATCH KIND
+Usage: python -m tests.record_allocations MODEL BATCH KIND [TECHNIQUE]
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def recorded(run: Callable[[], object]) -> list[tuple[int, int]]:
     return [(event["args"]["Addr"], event["args"]["Bytes"]) for event in sorted(events, key=lambda e: e["ts"])]
 
 
-def main(model: str, batch: str, kind: str) -> None:
-    adapter = TorchAdapter(Scenario.create("torch", model, batch=int(batch), kind=kind, device="cpu"))
+def main(model: str, batch: str, kind: str, technique: str = "none") -> None:
+    adapter = TorchAdapter(Scenario.create("torch", model, batch=int(batch), kind=kind, device="cpu",
+                                           technique=technique))
     adapter.import_framework()
     adapter.init_device()
     phases = {"build": adapter.build, "compile": adapter.compile}
