@@ -58,6 +58,9 @@ class Rules:
     policy_keeps: dict[str, tuple[str, ...]] = field(default_factory=dict)
     in_flight: int = 1  # where updates stream, the gradients (of the largest weight's size) live at once
     cuda_init_copies: int | None = None  # init_copies on a GPU, where it differs
+    # the batch is drawn after the weights, straight into its tensor: only the weights' draws make temporaries, and
+    # the build's peak is the larger of those (beside the weights) and the batch
+    batch_drawn_directly: bool = False
     holds_run_inputs: bool = False  # a recomputed run's inputs stay to the backward's end, not until it passes them
     # the devices where a thread's first matrix multiply allocates a BLAS workspace that then stays allocated
     blas_workspaces_on: tuple[str, ...] = ()
@@ -245,7 +248,8 @@ RULES = {
                                "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
-        streams_on=(), init_copies=2, accumulator_copies=1, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",),
+        streams_on=(), init_copies=2, batch_drawn_directly=True, accumulator_copies=1, blas_workspaces_on=("cuda",),
+        keeps_pages_on=("cuda",),
         caching_on=("cuda",),
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
         why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for dense,"
@@ -940,9 +944,12 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
         if name in ("import", "context"):
             phases.append(PhaseEstimate(name, "no model yet: measured constants only"))
         elif name == "build":
-            drawn = max(largest, math.prod(spec.input_shape) * batch * size, labels)
+            if rules.batch_drawn_directly:  # the batch comes after the weights: their draws' temporaries are gone
+                temporaries = max(init_copies * largest - inputs, 0)
+            else:
+                temporaries = init_copies * max(largest, math.prod(spec.input_shape) * batch * size, labels)
             phases.append(resting(name, "drawing the largest random tensor (a parameter or the batch)",
-                                  {"init_temporaries": init_copies * drawn}))
+                                  {"init_temporaries": temporaries}))
         elif name == "compile":
             phases.append(resting(name, "model built, nothing run", {}))
         elif name.startswith("train_step"):
