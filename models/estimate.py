@@ -61,6 +61,8 @@ class Rules:
     # the batch is drawn after the weights, straight into its tensor: only the weights' draws make temporaries, and
     # the build's peak is the larger of those (beside the weights) and the batch
     batch_drawn_directly: bool = False
+    # what a forward pass tracked for a backward (tracked inference) keeps beyond EVAL_SAVES, where it differs
+    tracked_saves: dict[str, tuple[str, ...]] = field(default_factory=dict)
     holds_run_inputs: bool = False  # a recomputed run's inputs stay to the backward's end, not until it passes them
     # the devices where a thread's first matrix multiply allocates a BLAS workspace that then stays allocated
     blas_workspaces_on: tuple[str, ...] = ()
@@ -185,6 +187,7 @@ RULES = {
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_on=("cuda",),
         init_copies=2,
         accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)}, recomputes_on=("cuda",),
+        tracked_saves={"batchnorm": ("residual", "channels", "channels"), "relu": ("mask", "residual")},
         why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their input,"
             " relu's and relu6's jvp a boolean mask, reduce_window max its operand (padding inside); avg pooling, the"
             " mean, add and concatenate are linear and keep nothing; dropout's where keeps its bool mask; the plain-jnp"
@@ -216,7 +219,12 @@ RULES = {
             " 5.7 on resnet50 at batch 16 and 8; fitted there, not derived); and the random draws are fused into one"
             " kernel that writes the tensor, so drawing makes no temporary; with the pool off (noprealloc) the BFC"
             " allocator's in-use figure counts the chunks it did not split (models.bfc, simulated in the adapter's"
-            " order: each layer's weights, the batch, optax's state as one program's outputs, largest first)"),
+            " order: each layer's weights, the batch, optax's state as one program's outputs, largest first);"
+            " tracked inference (jax.vjp over the jitted forward) keeps every residual partial evaluation names, none"
+            " fused away: a batch norm in evaluation mode its scaled difference and two per-channel vectors, a ReLU"
+            " its mask and a zero tensor of its size (jax.nn.relu's jvp selects from one); resnet50's pullback at"
+            " batch 2 holds 262,900,224 bytes beyond the weights and the batch, the estimate's figure, and the H100"
+            " peaked at the weights, the batch and 2,004 MiB of them at batch 16"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), **JAX_ACTIVATIONS,
                                "layernorm": ("input", "residual", "residual", *("positions",) * 4),
@@ -526,7 +534,7 @@ def _keeping(spec: ModelSpec, rules: Rules, ops: list[Step], technique: str, dev
     step's backward keeps of them (`_saved_by`), shared by the estimate and its per-layer table."""
     training = technique != "tracked"
     saves = rules.saves | (rules.cuda_saves if device == "cuda" else {})
-    saves = saves if training else saves | EVAL_SAVES
+    saves = saves if training else saves | EVAL_SAVES | rules.tracked_saves
     views = _views(spec, ops, technique, training)
     tensors = _tensors(spec, ops, views)
     return views, tensors, *_saved_by(spec, rules, ops, tensors, views, saves, batch, value)
@@ -585,7 +593,8 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     ops = steps(spec, rules, bytes_per_value) if ops is None else ops
     value = batch * (activation_bytes or bytes_per_value)
     views, tensors, savers, extras = _keeping(spec, rules, ops, technique, device, batch, value)
-    loss_residual = ops[-1].outputs * value  # the difference (mse) or the softmax (cross-entropy)
+    # the difference (mse) or the softmax (cross-entropy); a tracked forward has no loss
+    loss_residual = ops[-1].outputs * value if technique != "tracked" else 0
     kept, group = _recomputed(spec, rules, ops, tensors, technique)
     kept_always = sum(tensors.elements[tensor] for tensor in kept) * value
     savers = {tensor: steps_ for tensor, steps_ in savers.items() if tensor not in kept}
@@ -617,12 +626,19 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
         worst = max(worst, (held_outputs + forward_workspace, saved, 0, forward_workspace))
     infer_views = _views(spec, ops, technique, training=False)
     forward = tensors if infer_views == views else _tensors(spec, ops, infer_views)
-    live = _live(forward, count)
+    live = [elements * value for elements in _live(forward, count)]  # bytes
     def forward_held(index: int) -> int:  # the forward thread's workspace, once it has multiplied
         return workspace if matmuls and index >= matmuls[0] else 0
 
+    if technique == "tracked":  # beyond what the backward needs (kept from its step on), what else is live when
+        unsaved = _over_steps(count, ((tensor, forward.last_reader[tensor] + 1, elements)
+                                      for tensor, elements in forward.elements.items() if tensor not in savers))
+        unmade = _over_steps(count, ((0, tensor, elements) for tensor, elements in forward.elements.items()
+                                     if tensor in savers))
+        extras_after = [*accumulate(reversed(extras[1:])), 0][::-1]  # kept by the steps after each
+        live = [value * (unsaved[index] - unmade[index]) - extras_after[index] for index in range(count)]
     # (0, 0) where every step is a view: nothing is made beside the batch (counted with the inputs)
-    transient = max(((live[index] * value + forward_held(index), forward_held(index))
+    transient = max(((max(live[index], 0) + forward_held(index), forward_held(index))
                      for index in range(count) if index not in infer_views), default=(0, 0))
     if rules.holds_outputs:  # the call holds every output until it returns: its peak is at the end, past any matmul
         transient = max(transient, (value * _held_peak(spec, ops, forward, group) + forward_workspace,

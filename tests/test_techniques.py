@@ -56,7 +56,7 @@ def test_estimate_covers_each_technique() -> None:
     assert estimate(spec, "train", 8, "momentum", framework="torch").phase("train_step_2").items[
         "optimizer_state"] in (0, weights)
     tracked = estimate(spec, "infer", 8, framework="torch", technique="tracked").phase("inference")
-    assert tracked.items["saved_activations"] == plain.saved
+    assert tracked.items["saved_activations"] == plain.saved - 8 * 10 * 4  # all but the loss's residual
 
 
 def test_growth_fit_recovers_a_known_exponent_under_a_constant() -> None:
