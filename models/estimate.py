@@ -635,7 +635,7 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
                                       for tensor, elements in forward.elements.items() if tensor not in savers))
         unmade = _over_steps(count, ((0, tensor, elements) for tensor, elements in forward.elements.items()
                                      if tensor in savers))
-        extras_after = [*accumulate(reversed(extras[1:])), 0][::-1]  # kept by the steps after each
+        extras_after = [*list(accumulate(reversed(extras)))[-2::-1], 0]  # kept by the steps after each
         live = [value * (unsaved[index] - unmade[index]) - extras_after[index] for index in range(count)]
     # (0, 0) where every step is a view: nothing is made beside the batch (counted with the inputs)
     transient = max(((max(live[index], 0) + forward_held(index), forward_held(index))
