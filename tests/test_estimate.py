@@ -12,7 +12,7 @@ from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate, hand_count
 from models.record import phase
 from models.scenario import Scenario
-from models.spec import BatchNorm, Conv2D, Flatten, ModelSpec, ReLU
+from models.spec import BatchNorm, Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, ReLU
 from suites.analysis import accounting, constants, figures
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, interpreter
@@ -78,6 +78,20 @@ def test_a_net_that_makes_no_tensor_or_keeps_its_output_is_estimated() -> None:
     acts = activations(out, RULES["jax"], 2, 4, "bnrelu", device="cuda")
     assert acts.saved == 2 * (2 * 4 * 8 * 8 * 4)  # the loss's residual and the kept output
     assert acts.backward_saved == 2 * 4 * 8 * 8 * 3  # the conv's input (the ReLU's output) while its run is recomputed
+
+
+def test_a_tracked_forward_holds_what_it_keeps_beside_what_is_live() -> None:
+    """conv, ReLU, max-pool, conv, ReLU, dense under torch's rules, tracked: each ReLU's output is kept (by it, and by
+    the pool or the dense layer after it), the pool's output (by the conv) and its int64 indices, each conv's output
+    is not. The peak is at the second ReLU: everything kept and the second conv's output, its input, live; the
+    transient is that conv output alone, not the untracked forward's peak on top of what is kept."""
+    chain = ModelSpec("chain", (8, 8, 3), (Conv2D(4), ReLU(), MaxPool2D(), Conv2D(6), ReLU(), Flatten(), Dense(5)),
+                      "mse")
+    value, first, pooled, second = 2 * 4, 8 * 8 * 4, 4 * 4 * 4, 4 * 4 * 6  # a value's bytes at batch 2; elements
+    tracked = estimate(chain, "infer", 2, framework="torch", technique="tracked").phase("inference").items
+    # the ReLUs' outputs, the pool's and its indices; no loss, so no loss residual
+    assert tracked["saved_activations"] == value * (first + pooled + second) + 2 * pooled * 8
+    assert tracked["transient"] == value * second
 
 
 def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:
