@@ -170,9 +170,9 @@ def _estimate(args: argparse.Namespace) -> int:
             print("\n".join(explain.wrap(f"python -m suites estimate: warning: {mismatch}")), file=sys.stderr)
         if memory is None and gpu and not args.gpu:  # the card here: its memory as NVML counts it
             memory = device.capacity(resolved)
-    def at(framework: str | None, known: dict | None, batch: int) -> Estimate:
+    def at(framework: str | None, known: dict | None, batch: int, pool_grows: bool = False) -> Estimate:
         return estimate(spec, args.scenario, batch, args.optimizer, args.dtype, framework, resolved, args.technique,
-                        (known or {}).get("blas_workspace", 0))
+                        (known or {}).get("blas_workspace", 0), pool_grows)
 
     known = constants.lookup(measured, args.framework, args.scenario) if args.framework else None
     analytic = at(args.framework, known, args.batch or 0)
@@ -188,8 +188,10 @@ def _estimate(args: argparse.Namespace) -> int:
                            explain.batch_answer(name, found, partial(at, name, found), budget, MAX_BATCH, unit))
         print(explain.budget_table(analytic, answers, budget, MAX_BATCH))
     else:
+        # a pool mapped when the device starts: what the process holds with it off, its allocator growing
+        without_pool = at(args.framework, known, args.batch or 0, True) if known and "pool" in known else None
         print(explain.layer_table(spec, analytic) if args.layers
-              else explain.render(analytic, known, shown, gpu, memory, args.explain))
+              else explain.render(analytic, known, shown, gpu, memory, args.explain, without_pool))
     return 0
 
 
