@@ -69,9 +69,9 @@ class Pass:
     workspace: int  # one BLAS workspace, taken by a thread's first matrix multiply and kept (0: none)
     workspaces: set[str]  # the threads that hold theirs already (shared by the passes of a process)
     tag: object  # what makes this pass's keys its own
-    runs: list[int | None] = field(default_factory=list)  # per step, the recomputed run it is in (empty: none)
-    kept: set[int] = field(default_factory=set)  # the tensors the recomputed runs keep: their inputs from outside
-    casts: list[list[int]] = field(default_factory=list)  # per step, its weights' half copies (empty: no autocast)
+    runs: list[int | None]  # per step, the recomputed run it is in (None: outside every run)
+    kept: set[int]  # the tensors the recomputed runs keep: their inputs from outside
+    casts: list[list[int]]  # per step, the sizes of autocast's half copies of its weights (none without autocast)
     events: list[Event] = field(default_factory=list)
     live: dict[object, None] = field(default_factory=dict)  # this pass's allocations, in order
 
@@ -102,11 +102,11 @@ class Pass:
         for index, op in enumerate(self.ops):
             if op.kind == "dense":
                 self._multiply("forward")
-            for number, size in enumerate(self.casts[index] if self.casts else ()):
+            for number, size in enumerate(self.casts[index]):
                 self.make(("cast", index, number), size)
             if index not in self.views:
                 self.make(index, self.bytes_of(index))
-            if keeping and self.run_of(index) is None:
+            if keeping and self.runs[index] is None:
                 self.make(("extra", index), self.extras[index])
             for tensor in dict.fromkeys(tensors.reads[index]):
                 if tensor == INPUT or tensors.last_reader[tensor] != index or keeping and self.keeps(tensor):
@@ -118,18 +118,15 @@ class Pass:
         for tensor in held:
             self.free(tensor)
 
-    def run_of(self, index: int) -> int | None:
-        return self.runs[index] if self.runs else None
-
     def keeps(self, tensor: int) -> bool:
         """Whether the forward keeps `tensor` for the backward: a recomputed run's input, or what a step outside every
         run keeps."""
-        return tensor in self.kept or any(self.run_of(step) is None for step in self.savers.get(tensor, ()))
+        return tensor in self.kept or any(self.runs[step] is None for step in self.savers.get(tensor, ()))
 
     def _recompute(self, run: int) -> None:
         """The run's forward again, inside the backward: each step's output and what its backward keeps; a tensor
         nothing in the run keeps goes at its last reader in the run (the run's outputs at its end)."""
-        steps = [index for index in range(len(self.ops)) if self.run_of(index) == run]
+        steps = [index for index, number in enumerate(self.runs) if number == run]
         made, saved = [], {tensor for tensor, keepers in self.savers.items() if set(keepers) & set(steps)}
         last = {tensor: index for index in steps for tensor in self.tensors.reads[index]}
         for index in steps:
@@ -167,8 +164,8 @@ class Pass:
         recomputed = None
         for index in reversed(range(len(self.ops))):
             made, op = tensors.makes[index], self.ops[index]
-            if self.run_of(index) not in (None, recomputed):
-                recomputed = self.run_of(index)
+            if self.runs[index] not in (None, recomputed):
+                recomputed = self.runs[index]
                 self._recompute(recomputed)
             if op.kind == "dense":
                 self._multiply("backward")
@@ -183,7 +180,7 @@ class Pass:
                         self._arrive(slot, source, gradient if op.kind in PASSING else None, buffers)
                 self.events.extend(weight_grads[index])
                 buffers.drop(gradient)
-            for number in range(len(self.casts[index]) if self.casts else 0):
+            for number in range(len(self.casts[index])):
                 self.free(("cast", index, number))
             self.free(("extra", index))
             for tensor in last_saver.get(index, ()):

@@ -798,8 +798,7 @@ def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch
         views, tensors, savers, extras = _keeping(spec, rules, ops, technique, device, examples, value)
         kept, runs = _recomputed(spec, rules, ops, tensors, technique)
         return eager.Pass(ops, tensors, views, savers, extras, value, ops[-1].outputs * value, rules.holds_outputs,
-                          workspace, made, tag, runs if any(run is not None for run in runs) else [], kept,
-                          [cast(op) for op in ops] if autocast and half else [])
+                          workspace, made, tag, runs, kept, [cast(op) if autocast else [] for op in ops])
 
     def gradients(tag: object, kept: bool) -> list[list]:
         """Per step, its weights' gradients: kept in .grad, or (a later micro-batch's) added into it and freed; under

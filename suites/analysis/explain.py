@@ -81,12 +81,12 @@ def _floor(analytic: Estimate) -> str:
 
 
 def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu: str | None,
-                gpu_memory: int | None, without_pool: Estimate | None) -> list[str]:
+                gpu_memory: int | None, without_pool: Estimate) -> list[str]:
     """A framework that maps a pool when the device starts, in the report headline's three figures: what it takes by
     default (the pool, sized for the card asked about, with the context beside it), what its process holds without
     the pool (the figure that compares across frameworks: `without_pool`, the estimate with the pool off, whose
-    allocator maps regions as the model grows and keeps them; the total where there is none) and what the model
-    needs. The pool is never in the total: its size follows the card and the setting, not the model."""
+    allocator maps regions as the model grows and keeps them) and what the model needs. The pool is never in the
+    total: its size follows the card and the setting, not the model."""
     modes = allocators.MODES[backends.backend(analytic.framework)]
     off = allocators.without_pool(analytic.framework)
     measured_card = constants.card(known)
@@ -105,14 +105,11 @@ def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu:
                  f"the context and {pooling} ({why}; {share}); {asked}'s memory is not known here, so neither is the "
                  f"pool's size: give --gpu-memory SIZE")
     setting = f"{off}: " + ", ".join(f"{name}={value}" for name, value in modes[off].env.items())
-    if without_pool is None:
-        holds = f"{_mib(peak)} at {peak_name}, the total above ({setting})"
-    else:
-        grown_name, grown = peak_total(without_pool, known)
-        holds = (f"{_mib(grown)} at {grown_name} ({setting}): the context and the regions its allocator maps as the "
-                 f"model grows, which hold the tensors above, the chunks it did not split and what it freed "
-                 f"(models.bfc), beside the runtime overhead; the kernel modules a step loads without the pool are "
-                 f"not measured yet")
+    grown_name, grown = peak_total(without_pool, known)
+    holds = (f"{_mib(grown)} at {grown_name} ({setting}): the context and the regions its allocator maps as the "
+             f"model grows, which hold the tensors above, the chunks it did not split and what it freed "
+             f"(models.bfc), beside the runtime overhead; the kernel modules a step loads without the pool are not "
+             f"measured yet")
     said = [f"takes by default: {takes}",
             f"holds without the pool: {holds}",
             f"needs: {_mib(peak - (known['context'] or 0))} at {peak_name}: its tensors and the runtime overhead its "
@@ -141,8 +138,8 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
     """The categories per phase in MiB, the measured constants (labelled) and the total; for a framework that maps a
     pool when the device starts, the pool on a line of its own, sized for the card `gpu` of `gpu_memory` bytes (the
     constants' card where None) and never in the total, and what the process holds without it (`without_pool`: the
-    same scenario estimated with the pool off). Every line fits a terminal (WIDTH); the rules' reasons, two thousand
-    characters, only with `explain`, one rule a line."""
+    same scenario estimated with the pool off, which a pooled framework's estimate needs). Every line fits a
+    terminal (WIDTH); the rules' reasons, two thousand characters, only with `explain`, one rule a line."""
     size = DTYPES[analytic.dtype]
     phases = [p for p in analytic.phases if p.items]
     weights = analytic.param_count * size
