@@ -1,17 +1,20 @@
-"""The Ray executor, for real in its local form: one scenario per GPU, pinned by UUID, into the same run store.
+"""The executors that run ahead: `--jobs` here, and Ray, for real in its local form (one scenario per GPU, pinned by
+UUID, into the same run store).
 
-The GPUs are made up (`ray.init(num_gpus=2)`) and NVML is a FAKE (tests/fakes/pynvml.py) at its boundary: this
-machine has no GPU. The scenarios run on the CPU; what is checked is where Ray put them and what the workers saw.
+For Ray the GPUs are made up (`ray.init(num_gpus=2)`) and NVML is a FAKE (tests/fakes/pynvml.py) at its boundary:
+this machine has no GPU. The scenarios run on the CPU; what is checked is where Ray put them and what the workers saw.
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
 import ray
 
 from models.scenario import Scenario
-from suites.run import executors
+from suites.run import executors, orchestrator
 from suites.run.registry import ROOT
 from suites.run.runfile import RunFile, identity, load
 from tests.fakes.pynvml import GPUS
@@ -49,3 +52,28 @@ def test_ray_runs_one_scenario_per_gpu_pinned_by_uuid_into_the_store(tmp_path: P
     for runs in spans.values():  # never two scenarios on one GPU at once
         runs.sort()
         assert all(earlier[1] <= later[0] for earlier, later in zip(runs, runs[1:], strict=False))
+
+
+SAFETY_S = 300  # bounds a wait that only a hang would reach
+
+
+def test_a_stop_keeps_a_record_whose_worker_ended_before_it_however_late_its_thread_reads_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--jobs 2`: the worker has ended on its own, and its thread is still turning what it left into a record (held
+    here where it reads the worker's output) when the run stops. The stop waits for that thread and keeps the record,
+    where it kept only the records already returned and lost this one."""
+    executor = executors.create("local", timeout=SAFETY_S, jobs=2)
+    reading = threading.Event()
+    read_tail = orchestrator._tail
+
+    def tail_after_the_stop(path: Path, lines: int = 15) -> str:
+        reading.set()
+        assert executor.stop.wait(SAFETY_S), "the executor was never stopped"
+        return read_tail(path, lines)
+
+    monkeypatch.setattr(orchestrator, "_tail", tail_after_the_stop)
+    scenario = Scenario.create("torch", "probe", kind="infer", device="cpu")
+    executor.start([scenario])
+    assert reading.wait(SAFETY_S), "the worker never ended"
+    kept = executor.close()
+    assert [(record["scenario"], record["status"]) for record in kept] == [(scenario.to_dict(), "ok")]

@@ -87,13 +87,15 @@ def _workers(command: subprocess.Popen) -> list[psutil.Process]:
         return []
 
 
-def _in_phase(tmp: Path, phase: str) -> int:
-    """How many workers' own records (rewritten at each phase) say they are in `phase`."""
+def _in_phase(tmp: Path, phase: str, kind: str | None = None) -> int:
+    """How many workers' own records (rewritten at each phase) say they are in `phase` (those of scenarios of `kind`
+    alone, where given)."""
     count = 0
     for record in tmp.glob("footprint-*/record.json"):
         try:
-            count += json.loads(record.read_text()).get("current_phase") == phase
-        except (OSError, ValueError):
+            written = json.loads(record.read_text())
+            count += written.get("current_phase") == phase and kind in (None, written["scenario"]["kind"])
+        except (OSError, ValueError, KeyError, TypeError):
             continue
     return count
 
@@ -140,8 +142,13 @@ def _stored(count: int) -> Callable[[subprocess.Popen, Path], bool]:
     return lambda command, tmp: len(list(tmp.parent.glob("results/*.store/*.json"))) >= count
 
 
-def _phase(name: str, workers: int = 1) -> Callable[[subprocess.Popen, Path], bool]:
-    return lambda command, tmp: _in_phase(tmp, name) >= workers
+# A bench stopped once it has stored a record: its first scenario (probe, train) ends and its infer scenarios hang
+# until the stop, so the stop finds the bench running however fast the machine (or it could have ended first).
+HELD_AFTER_ONE = {"FOOTPRINT_FAULT": "context:hang@infer"}
+
+
+def _phase(name: str, workers: int = 1, kind: str | None = None) -> Callable[[subprocess.Popen, Path], bool]:
+    return lambda command, tmp: _in_phase(tmp, name, kind) >= workers
 
 
 # ---- the rows: each runs its fault and checks the ending ----
@@ -165,10 +172,12 @@ def autotuner_warning(base: Path) -> None:
 
 
 def worker_hangs(base: Path) -> None:
-    ending = run(base, ["run", *PROBE, "--timeout", "20", "--out", str(base / "results" / "record.json")],
-                 {"FOOTPRINT_FAULT": "build:hang"})
+    """In its first phase, which a worker reaches in 0.24 s here with two other test processes beside it: on a
+    machine 40 times slower the timeout would still find it there (in build it took 2.7 s against 20)."""
+    ending = run(base, ["run", *PROBE, "--timeout", "10", "--out", str(base / "results" / "record.json")],
+                 {"FOOTPRINT_FAULT": "import:hang"})
     record = ending.record()
-    assert ending.code == 1 and record["status"] == "timeout" and record["failure"]["phase"] == "build"
+    assert ending.code == 1 and record["status"] == "timeout" and record["failure"]["phase"] == "import"
     _clean(ending)
 
 
@@ -248,7 +257,7 @@ def orchestrator_killed(base: Path) -> None:
     live.mkdir(parents=True)
     ending = run(base, ["run", *PROBE, "--out", str(base / "results" / "record.json")],
                  {"FOOTPRINT_FAULT": "build:hang"}, interrupt=_phase("build"), send=signal.SIGKILL)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # the kernel's SIGKILL at its parent's death (PR_SET_PDEATHSIG): a bound on a hang
     while not gone(ending.workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert ending.code == -signal.SIGKILL and ending.workers and gone(ending.workers)
@@ -267,7 +276,7 @@ def every_scenario_times_out(base: Path) -> None:
 
 
 def _stopped_bench(base: Path, sent: int, framework: str = "torch", device: str = "cpu") -> None:
-    ending = run(base, bench(framework, device), interrupt=_stored(1), send=sent)
+    ending = run(base, bench(framework, device), HELD_AFTER_ONE, interrupt=_stored(1), send=sent)
     data = ending.run_file(f"default-{device}.json")
     assert ending.code == 130 and f"stopped by {signal.Signals(sent).name}" in ending.output, ending.output[-2000:]
     # as many as the bench said it would run: 4 on the CPU, more on a GPU (each pooling framework with its pool off)
@@ -294,9 +303,12 @@ def sighup_of_a_bench(base: Path) -> None:
 
 def stopped_jobs_keep_what_finished(base: Path) -> None:
     """`--jobs 2`, Ctrl-C while the train scenarios hang: the infer scenario that finished meanwhile, which the
-    suite had not asked for yet, is kept; the rest are `missing`."""
+    suite had not asked for yet, is kept; the rest are `missing`. The suite's order is probe train, probe infer,
+    probe-deep train, probe-deep infer: the second train worker starts only once the infer scenario's thread has its
+    record, so both train workers in their context phase is the state the row needs, whatever the machine's speed
+    (counting any two workers there, the infer one among them, stopped it before it had finished)."""
     ending = run(base, [*BENCH, "--jobs", "2"], {"FOOTPRINT_FAULT": "context:hang@train"},
-                 interrupt=_phase("context", workers=2), send=signal.SIGINT)
+                 interrupt=_phase("context", workers=2, kind="train"), send=signal.SIGINT)
     data = ending.run_file()
     assert ending.code == 130 and not data["complete"], ending.output[-2000:]
     assert [(r["scenario"]["kind"], r["status"]) for r in data["records"]] == [("infer", "ok")], data["records"]
@@ -321,7 +333,7 @@ def unreadable_run_file(base: Path) -> None:
         assert ending.code == 2 and ending.output.count("\n") == 1 and str(path) in ending.output, ending.output
         assert path.read_text() == content and not ending.workers
     path = paths[-1]  # --fresh, stopped once it has a record of its own: what it set aside is kept whole
-    ending = run(base, [*BENCH, "--fresh"], interrupt=_stored(1))
+    ending = run(base, [*BENCH, "--fresh"], HELD_AFTER_ONE, interrupt=_stored(1))
     kept = list(path.parent.glob("default-cpu.before-*.json"))
     assert ending.code == 130 and len(kept) == 1 and str(kept[0]) in ending.output, ending.output[-2000:]
     assert kept[0].read_text() == contents[-1] and ending.run_file()["device"] == "cpu"
@@ -397,7 +409,7 @@ def leftovers_of_killed_writers(base: Path) -> None:
         path.write_bytes(b"")
     refused = run(base, ["bench", "--suite", "techniques", "--device", "cpu", "--models", "heatmap68"])
     assert refused.code == 2 and not list(results.glob(".*.lock")), refused.output
-    ending = run(base, BENCH, interrupt=_stored(1))  # stopped once it has a record: it writes both files all the same
+    ending = run(base, BENCH, HELD_AFTER_ONE, interrupt=_stored(1))  # stopped with a record: it writes both files
     assert ending.code == 130 and not any(path.exists() for path in left), ending.output[-2000:]
     _clean(ending)
 
@@ -551,9 +563,10 @@ def budgets_as_written(base: Path) -> None:
 
 
 def estimate_of_a_deep_chain(base: Path) -> None:
-    """plain-100000 (200,003 layers) in seconds: the estimate is linear in depth. A quadratic one (2,000 layers took 8
-    s, 100,000 did not end in 600) fails at the timeout, where `run` kills the command."""
-    done = run(base, ["estimate", "--model", "plain-100000", "--device", "cpu"], timeout=120)
+    """plain-100000 (200,003 layers) ends: the estimate is linear in depth. A quadratic one (2,000 layers took 8 s,
+    100,000 did not end in 600) fails at the bound, where `run` kills the command; the linear one took 21 s here with
+    two other test processes beside it, so only a hang reaches the bound (its speed is a benchmark's to judge)."""
+    done = run(base, ["estimate", "--model", "plain-100000", "--device", "cpu"], timeout=600)
     # 3x3x64 convs of 36,928 parameters but the first (1,792), and a dense layer of 40,970
     assert done.code == 0 and done.output.startswith("plain-100000: 3,692,805,834 parameters"), done.output[-2000:]
     assert "total at the peak (train_step_2)" in done.output, done.output[-2000:]
@@ -590,7 +603,7 @@ class Fault:
 
 FAULTS = (
     Fault("the worker raises (in build)", "`error` in build; `run` exits 1", worker_raises),
-    Fault("the worker hangs past its timeout (in build)", "`timeout` in build; the worker's process group killed",
+    Fault("the worker hangs past its timeout (in import)", "`timeout` in import; the worker's process group killed",
           worker_hangs),
     Fault("SIGKILL of the worker from outside (in build)", "`killed` in build (`oom` only where the kernel counted "
           "an out-of-memory kill)", sigkill_from_outside),
@@ -649,8 +662,8 @@ FAULTS = (
           "exit 2: a spread of zero; X unchanged", compare_a_file_with_itself),
     Fault("a budget of `1B`, `5MB`, `5 mb`", "printed exactly (`1 B`, `5 MB`, never a rounded MiB); `5 mb` refused, "
           "one line, exit 2: units are case-sensitive", budgets_as_written),
-    Fault("`estimate` of a 100,000-layer chain (plain-100000)", "its phases in seconds, exit 0: the estimate is "
-          "linear in depth (it was quadratic: 8 s at 2,000 layers)", estimate_of_a_deep_chain),
+    Fault("`estimate` of a 100,000-layer chain (plain-100000)", "its phases, exit 0: the estimate is linear in depth "
+          "(it was quadratic: 8 s at 2,000 layers, 100,000 did not end in 600 s)", estimate_of_a_deep_chain),
     Fault("`--batch 10**400` (estimate and run) and a spec with absurd sizes (10**400 units, a 10**30-value input)",
           "refused, one line naming the bound (2**31 - 1), exit 2; no worker started", absurd_sizes),
 )

@@ -12,6 +12,7 @@ import contextlib
 import importlib.util
 import os
 import socket
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from models.scenario import Scenario
@@ -53,25 +54,28 @@ class LocalJobs(Sequential):
         self.concurrency = jobs
         self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="footprint-job")
         self.futures: dict[str, Future] = {}
+        self.stop = threading.Event()  # set by `close`: no worker starts after it
 
     def start(self, scenarios: list[Scenario]) -> None:
         for scenario in scenarios:
-            self.futures[identity(scenario.to_dict())] = self.pool.submit(super().result, scenario)
+            self.futures[identity(scenario.to_dict())] = self.pool.submit(
+                orchestrator.run_scenario, scenario, timeout=self.timeout, stop=self.stop)
 
     def result(self, scenario: Scenario) -> dict:
         future = self.futures.pop(identity(scenario.to_dict()), None)
         return future.result() if future else super().result(scenario)
 
     def close(self) -> list[dict]:
-        """Cancels what has not started and kills the workers still running (after an interrupt); returns the
-        records of the scenarios that had finished before, which the suite had not asked for yet: a stop keeps them
-        (one that ends as the workers are killed is left to `missing`, and --resume runs it again)."""
+        """Cancels what has not started, kills the workers still running (after an interrupt) and waits for every
+        thread; returns the records of the scenarios whose workers ended on their own, which the suite had not asked
+        for yet: a stop keeps each, however close to it the worker ended or its thread read the record. A scenario
+        whose worker the stop killed has none (`orchestrator.Stopped`): it is left to `missing`, and --resume runs
+        it again."""
         self.pool.shutdown(wait=False, cancel_futures=True)
-        finished = [future.result() for future in self.futures.values()
-                    if future.done() and not future.cancelled() and future.exception() is None]
-        orchestrator.stop_running()
+        orchestrator.stop_running(self.stop)
         self.pool.shutdown(wait=True)
-        return finished
+        return [future.result() for future in self.futures.values()
+                if not future.cancelled() and future.exception() is None]
 
 
 def _run_pinned(scenario_json: dict, timeout: float) -> dict:

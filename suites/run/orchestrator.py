@@ -51,8 +51,16 @@ OWN_FOLDER = re.compile(rf"{FOLDER_PREFIX}(\d+)-[a-z0-9_]+")
 # A failure's `recorded_by`: the worker's own record ("worker"), or this side, from the exit and the output.
 ORCHESTRATOR = "orchestrator"
 GROUP_GONE_S = 10.0  # how long the worker's process group gets to be gone after its SIGKILL
-_RUNNING: set[subprocess.Popen] = set()  # the workers of this process's threads, for `stop_running`
+# the workers of this process's threads, each with the stop of the executor that started it (`stop_running`), and
+# those a stop killed before they had ended on their own
+_RUNNING: dict[subprocess.Popen, threading.Event | None] = {}
+_STOPPED: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
+
+
+class Stopped(Exception):
+    """The executor stopped this scenario (`stop_running`): its worker was killed, or never started, so it has no
+    record, and the run lists it as missing (--resume runs it again)."""
 
 
 WORKER_SETTINGS = {"PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -263,12 +271,27 @@ def remove_stale_folders(root: Path | None = None) -> list[Path]:
     return removed
 
 
-def stop_running() -> None:
-    """Kills every worker this process's threads are waiting on: an executor running several at once stops them
-    this way (the thread waiting on one sees a kill and returns)."""
+def stop_running(stop: threading.Event) -> None:
+    """Sets `stop` and kills the workers started under it: an executor running several at once stops them this way.
+    A worker that had ended on its own keeps its record, however late its thread reads it; one killed here, or one
+    a thread would start after, is `Stopped` instead, so no kill of the stop's is ever a scenario's result."""
     with _RUNNING_LOCK:
-        for process in _RUNNING:
-            _kill_group(process)
+        stop.set()
+        for process, started_under in _RUNNING.items():
+            if started_under is stop:
+                if not _ended(process):
+                    _STOPPED.add(process)
+                _kill_group(process)
+
+
+def _ended(process: subprocess.Popen) -> bool:
+    """Whether the worker has exited, without reaping it (its own thread does)."""
+    if process.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # reaped by its thread meanwhile
+        return True
 
 
 def _fault_for(scenario: Scenario, fault: str | None) -> str | None:
@@ -278,8 +301,10 @@ def _fault_for(scenario: Scenario, fault: str | None) -> str | None:
     return fault if fault and only in ("", scenario.kind) else None
 
 
-def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None) -> dict:
-    """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults.
+def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None,
+                 stop: threading.Event | None = None) -> dict:
+    """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults (an
+    executor's `stop`, set by `stop_running`, raises `Stopped`).
 
     `fault` ("PHASE:raise", "PHASE:hang", "PHASE:abort", "PHASE:garbage", the FAKE allocator lines
     "PHASE:allocator-oom" and "PHASE:allocator-warning"; "PHASE:exhaust" under a `ulimit -v`) injects a failure,
@@ -319,14 +344,18 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
                 # `stop_running`), or is raised once it is there (a stop raised inside Popen, after the fork, would
                 # leave the worker running unseen)
                 with interrupts.deferred(), _RUNNING_LOCK:
+                    if stop is not None and stop.is_set():
+                        raise Stopped(f"{scenario.label}: stopped before its worker started")
                     process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp) | marks,
                                                stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                                                start_new_session=True, pass_fds=sampler.worker_fds if sampler else ())
-                    _RUNNING.add(process)
+                    _RUNNING[process] = stop
                 if sampler:
                     sampler.close_worker_fds()
                     sampler.start(process.pid)
                 returncode, gave_up = _wait(process, log, timeout)
+                if process in _STOPPED:
+                    raise Stopped(f"{scenario.label}: its worker was stopped")
                 timed_out = gave_up == "timeout"
             except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
                 if process is not None:
@@ -337,7 +366,8 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
                 raise
             finally:
                 with _RUNNING_LOCK:
-                    _RUNNING.discard(process)
+                    _RUNNING.pop(process, None)
+                    _STOPPED.discard(process)
         wall = time.monotonic() - start
         (record, shape_fault), output_tail = _read_record(out, scenario), _tail(log)
         oom = _out_of_memory_so_far(log)
