@@ -27,6 +27,10 @@ from tests.conftest import FRAMEWORKS, gone, workers_of
 TOO_LARGE = {"name": "too-large", "input_shape": [65536], "loss": "mse",
              "layers": [{"type": "dense", "units": 1048576}]}
 ALLOCATOR_LINES = Path(__file__).parent / "data" / "xla_allocator_lines.txt"  # real lines, with where each came from
+# The hang's timeout counts the worker's start: its compile phase must begin well inside it, however loaded the
+# machine (keras-small on torch reached it in 1.6-2.1 s on this 2-core box, 2.3-2.8 s beside two busy loops, 3.7-4.1 s
+# beside four). The test waits all of it.
+HANG_TIMEOUT_S = 30
 
 
 def replayed(section: str) -> list[str]:
@@ -42,7 +46,7 @@ def replayed(section: str) -> list[str]:
 
 def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     run = RunFile("failures", "cpu", tmp_path / "run.json")
-    faults = (("build:raise", 120), ("compile:hang", 20), ("context:abort", 120), (None, 120))
+    faults = (("build:raise", 120), ("compile:hang", HANG_TIMEOUT_S), ("context:abort", 120), (None, 120))
     # one batch per fault: the run file keeps one record per scenario, and these are four
     for batch, (fault, timeout) in enumerate(faults, start=1):
         scenario = Scenario.create("torch", "keras-small", kind="infer", device="cpu", batch=batch)
@@ -56,7 +60,8 @@ def test_failures_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     # what finished before each failure is kept
     assert [p["name"] for p in records[0]["phases"]] == ["import", "context"]
     assert [p["name"] for p in records[1]["phases"]] == ["import", "context", "build"]
-    assert records[1]["run"]["wall_seconds"] < 60
+    # ended at its timeout, not the hang's end (the upper bound a safety net: the kill takes well under a second)
+    assert HANG_TIMEOUT_S <= records[1]["run"]["wall_seconds"] < 2 * HANG_TIMEOUT_S
     assert [p["name"] for p in records[3]["phases"]] == list(scenario.phases)
 
 
@@ -131,7 +136,7 @@ def test_an_allocator_out_of_memory_ends_the_worker_as_oom_in_its_phase_not_at_i
     budget = fit.parse_budget("2GiB")
 
     def probe(scenario: Scenario) -> dict:
-        return run_scenario(scenario, timeout=120, fault="compile:allocator-oom")
+        return run_scenario(scenario, timeout=600, fault="compile:allocator-oom")  # JAX reaches compile in 5-15 s
 
     answer = fit.find(Scenario.create("jax", "plain-8", kind="train", device="cpu"), budget, probe, max_batch=4)
     assert answer["answer"] == "does not fit" and answer["largest_batch"] is None, answer
@@ -174,7 +179,7 @@ def test_an_allocator_warning_does_not_end_the_worker_which_goes_on_to_finish() 
     the orchestrator gives an out-of-memory line): the CPU has no XLA autotuner."""
     assert AUTOTUNER_GOES_ON_S > ALLOCATOR_GRACE_S + 2 * POLL_S  # long enough to be ended, were it read as one
     scenario = Scenario.create("torch", "probe", kind="infer", device="cpu")
-    record = run_scenario(scenario, timeout=120, fault="context:allocator-warning")
+    record = run_scenario(scenario, timeout=600, fault="context:allocator-warning")  # done in ~15 s
     assert record["status"] == "ok", record["failure"]
     assert record["run"]["wall_seconds"] > AUTOTUNER_GOES_ON_S
     assert [p["name"] for p in record["phases"]] == list(scenario.phases)
@@ -220,8 +225,8 @@ def test_a_stop_while_a_worker_starts_is_raised_once_it_is_registered() -> None:
     try:
         with pytest.raises(interrupts.Interrupted, match="stopped by SIGTERM"):
             with interrupts.deferred():
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.05)  # the handler has run by now: it must not have raised here
+                os.kill(os.getpid(), signal.SIGTERM)  # to this thread, handled before os.kill returns
+                assert interrupts.received[-1:] == ["SIGTERM"]  # the handler has run: it must not have raised here
                 reached.append(True)
     finally:
         for number, handler in before.items():
