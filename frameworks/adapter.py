@@ -10,7 +10,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
-from models import allocators
+from models import allocator_modes
 from models.scenario import Scenario
 from models.spec import LayerShapes
 
@@ -70,10 +70,11 @@ class Adapter(ABC):
         worker's pool (the framework's pool-off mode: JAX's noprealloc, TensorFlow's growth), since a second
         pool of 75 % of the card would not fit."""
         scenario = self.scenario
-        pool_off = allocators.without_pool(scenario.framework)
+        pool_off = allocator_modes.without_pool(scenario.framework)
         if pool_off is None or scenario.device != "cuda":
             return {}
-        return allocators.settings(scenario.framework, pool_off, scenario.cuda_module_loading, scenario.device)["env"]
+        return allocator_modes.settings(scenario.framework, pool_off, scenario.cuda_module_loading,
+                                        scenario.device)["env"]
 
     def warm_up(self) -> None:
         """In the compile helper, after `compile`: the steps the phases run, once each, so that whatever compiles at a

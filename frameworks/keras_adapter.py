@@ -30,7 +30,7 @@ from frameworks import xla_compiles
 from frameworks.adapter import Adapter, init_bound
 from frameworks.jax_adapter import JaxAdapter
 from frameworks.torch_adapter import TorchAdapter, dynamo_graphs, saved_activation_bytes
-from models import allocators, backends, techniques
+from models import allocator_modes, backends, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS, Scenario
 from models.spec import (
@@ -118,7 +118,7 @@ class TensorflowRuntime:
 
     def init_device(self) -> str:
         kind = "GPU" if self.scenario.device == "cuda" else "CPU"
-        mode, megabytes = allocators.parse(self.scenario.framework, self.scenario.allocator)
+        mode, megabytes = allocator_modes.parse(self.scenario.framework, self.scenario.allocator)
         if kind == "GPU" and mode == "limit":  # the one mode with no variable: set before the device starts
             gpus = tf.config.list_physical_devices("GPU")
             tf.config.set_logical_device_configuration(

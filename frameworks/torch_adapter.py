@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from frameworks import graph
 from frameworks.adapter import Adapter, init_bound
-from models import allocators, techniques
+from models import allocator_modes, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import (
@@ -250,7 +250,7 @@ class TorchAdapter(Adapter):
         self.device = device_of(self.scenario.device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"torch {torch.__version__} sees no CUDA device")
-        mode, value = allocators.parse(self.name, self.scenario.allocator)
+        mode, value = allocator_modes.parse(self.name, self.scenario.allocator)
         if self.device.type == "cuda" and mode == "fraction":  # no variable for it: set before the first allocation
             torch.cuda.set_per_process_memory_fraction(float(value), self.device)
         torch.empty(1, device=self.device)  # the first allocation starts the CUDA context
@@ -432,7 +432,7 @@ class TorchAdapter(Adapter):
     def counters(self) -> dict[str, dict]:
         if getattr(self, "device", None) is None or self.device.type != "cuda":
             return {}  # torch offers no allocator statistics for the CPU
-        if not allocators.counted(self.name, self.scenario.allocator):
+        if not allocator_modes.counted(self.name, self.scenario.allocator):
             return {}  # without caching the statistics stay at zero: no figure beats a false one
         cuda = torch.cuda
         return {

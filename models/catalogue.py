@@ -6,6 +6,7 @@ import os
 import re
 from collections.abc import Callable
 
+from models.importers.files import load_spec_file
 from models.spec import (
     INPUT,
     Add,
@@ -23,7 +24,6 @@ from models.spec import (
     ReLU,
     ReLU6,
     SpecError,
-    load_spec_file,
 )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from models import allocators, backends, executions, techniques
+from models import allocator_modes, backends, executions, techniques
 from models.catalogue import is_model_file, load_model
 from models.record import RUNNING, SCHEMA_VERSION
 from models.spec import ModelSpec, SpecError
@@ -49,7 +49,7 @@ class Scenario:
     optimizer: str = "adam"
     dtype: str = "float32"
     device: str = "cpu"
-    allocator: str = "default"  # see models.allocators
+    allocator: str = "default"  # see models.allocator_modes
     technique: str = "none"  # see models.techniques
     execution: str = executions.DEFAULT  # see models.executions
     cuda_module_loading: str = "LAZY"
@@ -62,8 +62,8 @@ class Scenario:
         _choose(self.dtype, DTYPES, "dtype")
         _choose(self.device, DEVICES, "device")
         _choose(self.technique, techniques.TECHNIQUES, "technique")
-        _choose(self.cuda_module_loading, allocators.CUDA_MODULE_LOADING, "CUDA module loading")
-        allocators.parse(self.framework, self.allocator)
+        _choose(self.cuda_module_loading, allocator_modes.CUDA_MODULE_LOADING, "CUDA module loading")
+        allocator_modes.parse(self.framework, self.allocator)
         executions.resolve(self.framework, self.execution)
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 0:
             raise SpecError(f"batch must be a positive integer, got {self.batch!r}")
@@ -138,12 +138,12 @@ class Scenario:
     @property
     def allocator_settings(self) -> dict:
         """The allocator mode's variables for this device, or why it does not apply."""
-        return allocators.settings(self.framework, self.allocator, self.cuda_module_loading, self.device)
+        return allocator_modes.settings(self.framework, self.allocator, self.cuda_module_loading, self.device)
 
     @property
     def preallocates(self) -> bool:
         """The driver sees a pool mapped at start (JAX's and TensorFlow's defaults on a GPU), not the model."""
-        return allocators.preallocates(self.framework, self.allocator, self.device)
+        return allocator_modes.preallocates(self.framework, self.allocator, self.device)
 
     def to_dict(self) -> dict:
         return asdict(self)

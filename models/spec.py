@@ -9,11 +9,9 @@ Nothing here imports a framework, so the orchestrator and the estimate can use i
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, fields
 from functools import cached_property
-from pathlib import Path
 from typing import ClassVar
 
 Shape = tuple[int, ...]
@@ -159,21 +157,22 @@ class Conv2D(_OneInput):
 
 
 @dataclass(frozen=True)
-class MaxPool2D(_OneInput):
-    """`padding` pixels per side count as minus infinity (torch's rule): they never win the max."""
+class _Pool2D(_OneInput):
+    """A pooling window over an image: `pool` pixels square, moved by `stride` (0: by `pool`), with `padding` pixels
+    per side; each subclass names its `kind` and what its padding counts as."""
 
     pool: int = 2
     stride: int = 0  # 0 means "same as pool", Keras's and torch's default
     padding: int = 0
-    kind: ClassVar[str] = "maxpool2d"
+    kind: ClassVar[str]
 
     def __post_init__(self) -> None:
-        _positive(self.pool, "maxpool2d.pool")
+        _positive(self.pool, f"{self.kind}.pool")
         if self.stride:
-            _positive(self.stride, "maxpool2d.stride")
+            _positive(self.stride, f"{self.kind}.stride")
         padding = self.padding
         if isinstance(padding, bool) or not isinstance(padding, int) or not 0 <= padding <= self.pool // 2:
-            raise SpecError(f"maxpool2d.padding must be pixels from 0 to half the pool, got {self.padding!r}")
+            raise SpecError(f"{self.kind}.padding must be pixels from 0 to half the pool, got {self.padding!r}")
 
     @property
     def step(self) -> int:
@@ -184,29 +183,18 @@ class MaxPool2D(_OneInput):
 
 
 @dataclass(frozen=True)
-class AvgPool2D(_OneInput):
+class MaxPool2D(_Pool2D):
+    """`padding` pixels per side count as minus infinity (torch's rule): they never win the max."""
+
+    kind: ClassVar[str] = "maxpool2d"
+
+
+@dataclass(frozen=True)
+class AvgPool2D(_Pool2D):
     """`padding` pixels per side are zeros that count in the mean (torch's count_include_pad, Keras's ZeroPadding2D
     before the pool)."""
 
-    pool: int = 2
-    stride: int = 0  # 0 means "same as pool"
-    padding: int = 0
     kind: ClassVar[str] = "avgpool2d"
-
-    def __post_init__(self) -> None:
-        _positive(self.pool, "avgpool2d.pool")
-        if self.stride:
-            _positive(self.stride, "avgpool2d.stride")
-        padding = self.padding
-        if isinstance(padding, bool) or not isinstance(padding, int) or not 0 <= padding <= self.pool // 2:
-            raise SpecError(f"avgpool2d.padding must be pixels from 0 to half the pool, got {self.padding!r}")
-
-    @property
-    def step(self) -> int:
-        return self.stride or self.pool
-
-    def output_shape(self, shape: Shape) -> Shape:
-        return (*_window_output(shape, self.kind, self.pool, self.step, self.padding), shape[2])
 
 
 @dataclass(frozen=True)
@@ -813,35 +801,3 @@ def _layer_from_dict(entry: dict, index: int) -> Layer:
         raise SpecError(f"{where}{error}") from error
     except TypeError as error:  # a required option missing
         raise SpecError(f"{where}{cls.kind}: {error}") from error
-
-
-def load_spec_file(path: str | Path) -> ModelSpec:
-    """Reads a user's spec, a Keras model (a `.keras` file, or the JSON of `to_json()`) or an ONNX model (a `.onnx`
-    file) through its importer; every failure becomes a one-line SpecError naming the file."""
-    if Path(path).suffix == ".keras":
-        from models.keras_import import load_keras_file
-
-        return load_keras_file(path)
-    if Path(path).suffix == ".onnx":
-        from models.onnx_import import load_onnx_file
-
-        return load_onnx_file(path)
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise SpecError(f"cannot read spec file {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"spec file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"spec file {path} is not UTF-8 text") from exc
-    except ValueError as exc:  # json reads a number of more digits than Python converts to an int
-        raise SpecError(f"spec file {path} holds a number of more digits than can be read (sizes are at most "
-                        f"{MAX_SIZE:,})") from exc
-    from models.keras_import import is_keras_config, spec_from_keras
-
-    if is_keras_config(data):
-        return spec_from_keras(data, str(path))
-    try:
-        return ModelSpec.from_dict(data)
-    except (SpecError, TypeError) as exc:  # TypeError: a wrongly typed field reaching a dataclass
-        raise SpecError(f"spec file {path}: {exc}") from exc

@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import NoReturn
 
 from models import executions
-from models.allocators import CUDA_MODULE_LOADING, mode_names
+from models.allocator_modes import CUDA_MODULE_LOADING, mode_names
 from models.catalogue import listed_models, load_model
 from models.estimate import Estimate, estimate, floor
+from models.importers.files import load_spec_file
 from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
-from models.spec import MAX_SIZE, SpecError, load_spec_file
+from models.spec import MAX_SIZE, SpecError
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
-from suites.bench.pieces import DEFAULT_LIMIT_S
 from suites.report import readout
 from suites.run import device, executors, interrupts, runfile
+from suites.run.pieces import DEFAULT_LIMIT_S
 from suites.run.registry import SetupError, frameworks, interpreter
 
 USAGE_ERROR = 2
@@ -237,8 +238,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from suites.bench import check
-    from suites.bench.pieces import NAMES
     from suites.report import check_page
+    from suites.run.pieces import NAMES
 
     only = [name for name in args.pieces.split(",") if name]
     for name in only:

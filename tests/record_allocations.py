@@ -1,7 +1,7 @@
 """Run in torch's interpreter: torch's own allocation order on this CPU, per phase, as JSON on stdout.
 
 The profiler's memory events give each allocation and free with its address, in order; `tests/test_caching.py`
-replays them through `models.caching` beside the order the estimate derives from the spec.
+replays them through `models.estimate.caching` beside the order the estimate derives from the spec.
 Usage: python -m tests.record_allocations MODEL BATCH KIND [TECHNIQUE]
 """
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from models import allocators
+from models import allocator_modes
 from models.scenario import Scenario
 from models.spec import SpecError
 from suites.run.orchestrator import run_scenario, worker_environment
@@ -15,10 +15,10 @@ from tests.conftest import run_cli
 
 
 def test_every_framework_has_its_modes() -> None:
-    assert allocators.mode_names("torch") == ["default", "expandable", "nocache", "fraction=F"]
-    assert allocators.mode_names("keras-tensorflow") == ["default", "growth", "limit=MB", "async"]
-    assert allocators.mode_names("jax") == ["default", "noprealloc", "fraction=F", "platform"]
-    assert allocators.mode_names("a-new-framework") == ["default"]
+    assert allocator_modes.mode_names("torch") == ["default", "expandable", "nocache", "fraction=F"]
+    assert allocator_modes.mode_names("keras-tensorflow") == ["default", "growth", "limit=MB", "async"]
+    assert allocator_modes.mode_names("jax") == ["default", "noprealloc", "fraction=F", "platform"]
+    assert allocator_modes.mode_names("a-new-framework") == ["default"]
 
 
 @pytest.mark.parametrize("framework, text", [
@@ -28,7 +28,7 @@ def test_every_framework_has_its_modes() -> None:
 ])
 def test_bad_modes_name_the_valid_ones(framework: str, text: str) -> None:
     with pytest.raises(SpecError, match=f"valid for {framework}: default"):
-        allocators.parse(framework, text)
+        allocator_modes.parse(framework, text)
 
 
 @pytest.mark.parametrize("framework, mode, variables", [
@@ -87,7 +87,7 @@ def test_torch_gives_its_per_device_calls_an_indexed_device() -> None:
 
 
 def test_preallocating_and_uncounted_modes_are_data() -> None:
-    assert [mode for mode in allocators.mode_names("jax") if allocators.preallocates("jax", mode.replace(
+    assert [mode for mode in allocator_modes.mode_names("jax") if allocator_modes.preallocates("jax", mode.replace(
         "=F", "=0.5"), "cuda")] == ["default", "fraction=F"]
-    assert not allocators.preallocates("jax", "default", "cpu")  # no pool on the CPU
-    assert not allocators.counted("torch", "nocache") and allocators.counted("torch", "expandable")
+    assert not allocator_modes.preallocates("jax", "default", "cpu")  # no pool on the CPU
+    assert not allocator_modes.counted("torch", "nocache") and allocator_modes.counted("torch", "expandable")

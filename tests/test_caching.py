@@ -1,4 +1,5 @@
-"""torch's caching allocator simulated (models.caching) over the order an eager step allocates in (models.eager).
+"""torch's caching allocator simulated (models.estimate.caching) over the order an eager step allocates in
+(models.estimate.eager).
 
 What the driver sees of a torch process beyond its context is the segments the caching allocator mapped; how many
 depends on the order tensors come and go. Checked four ways: the allocator's rules on hand-made requests; the
@@ -15,8 +16,9 @@ import subprocess
 
 import pytest
 
-from models import caching, estimate
+from models import estimate
 from models.catalogue import get_model
+from models.estimate import caching
 from suites.run.orchestrator import worker_environment
 from suites.run.registry import ROOT, interpreter
 

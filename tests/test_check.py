@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from suites.bench import check
-from suites.bench.pieces import PIECES
+from suites.run.pieces import PIECES, STATE, card_slug, same_card
 from suites.run.registry import ROOT
 from suites.run.runfile import identity
 
@@ -28,9 +28,9 @@ def _check(*args: str) -> subprocess.CompletedProcess:
                                             ("NVIDIA A100-SXM4-80GB", "a100-sxm4"), ("Tesla T4", "t4"),
                                             ("NVIDIA H200", "h200"), ("cpu", "cpu")])
 def test_a_card_s_folder_is_named_by_its_model(name: str, slug: str) -> None:
-    assert check.card_slug(name) == slug
-    assert check.same_card(f"{slug}-c3d4247", slug) and check.same_card(f"{slug}-c3d4247-dirty", slug)
-    assert not check.same_card(f"{slug}x-c3d4247", slug) and not check.same_card("local", slug)
+    assert card_slug(name) == slug
+    assert same_card(f"{slug}-c3d4247", slug) and same_card(f"{slug}-c3d4247-dirty", slug)
+    assert not same_card(f"{slug}x-c3d4247", slug) and not same_card("local", slug)
 
 
 def test_the_make_target_passes_its_settings_on() -> None:
@@ -50,14 +50,14 @@ def test_the_small_form_runs_every_piece_resumes_after_its_limit_and_leaves_the_
     target = check.folder("cpu", quick=True)
     shutil.rmtree(target, ignore_errors=True)  # a run of the same commit's state would run nothing
     cut = _check("--quick", "--limit", "20")  # ends inside the default piece: stopped, exit 3
-    state = json.loads((target / check.STATE).read_text())
+    state = json.loads((target / STATE).read_text())
     assert cut.returncode == 3 and "run it again to go on" in cut.stdout, cut.stdout[-3000:] + cut.stderr
     assert state["pieces"]["default"]["status"] == "stopped"
     assert all(state["pieces"][piece.name]["status"] == "not run" for piece in PIECES[1:])
     kept = json.loads((target / "default-cpu.json").read_text())["records"]  # what finished before the stop
 
     done = _check("--quick", "--limit", "1200")
-    state = json.loads((target / check.STATE).read_text())
+    state = json.loads((target / STATE).read_text())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert {name: entry["status"] for name, entry in state["pieces"].items()} == {
         piece.name: "done" for piece in PIECES}
@@ -105,7 +105,7 @@ def test_carried_wheels_go_into_a_keras_interpreter_that_lacks_keras(tmp_path: P
 
 def test_a_folder_begun_by_another_commit_is_refused_in_one_line(tmp_path: Path) -> None:
     """--out onto a folder another commit's check began would mix two codes' figures in one folder."""
-    (tmp_path / check.STATE).write_text(json.dumps({"kind": check.KIND, "device": "cpu", "quick": True,
-                                                    "git_commit": "0" * 40, "pieces": {}, "calls": []}))
+    (tmp_path / STATE).write_text(json.dumps({"kind": check.KIND, "device": "cpu", "quick": True,
+                                              "git_commit": "0" * 40, "pieces": {}, "calls": []}))
     done = _check("--quick", "--out", str(tmp_path))
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "another check's state" in done.stderr

@@ -12,7 +12,7 @@ import pytest
 
 from frameworks.worker import load_adapter
 from frameworks.xla_compiles import FAKE_AUTOTUNE
-from models import allocators
+from models import allocator_modes
 from models.protocol import COMPILE_CACHE_VARIABLE, programs_key, write_scenario
 from models.record import phase
 from models.scenario import Scenario
@@ -87,7 +87,7 @@ def test_a_pool_off_twin_loads_its_pooled_run_s_programs_and_starts_no_helper(fr
     bench_cache = tmp_path / "bench-cache"
     bench_cache.mkdir()
     records = []
-    for mode in ("default", allocators.without_pool(framework)):
+    for mode in ("default", allocator_modes.without_pool(framework)):
         scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu", allocator=mode)
         folder = tmp_path / mode
         folder.mkdir()
@@ -113,8 +113,8 @@ def test_on_a_gpu_only_the_pool_off_twin_shares_its_pooled_run_s_programs(framew
     what its pooled run's did, under the same settings; a cap or another allocator is another autotuning."""
     def key(mode: str) -> str:
         scenario = Scenario.create(framework, "plain-8", kind="train", device="cuda", allocator=mode)
-        helper = allocators.settings(framework, allocators.without_pool(framework), "LAZY", "cuda")["env"]
+        helper = allocator_modes.settings(framework, allocator_modes.without_pool(framework), "LAZY", "cuda")["env"]
         return programs_key(scenario.to_dict(), scenario.allocator_settings["env"] | helper)
 
-    assert key("default") == key(allocators.without_pool(framework))
+    assert key("default") == key(allocator_modes.without_pool(framework))
     assert key("platform") != key("default") and key("fraction=0.3") != key("default")

@@ -10,7 +10,7 @@ import pytest
 
 from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate
-from models.spec import load_spec_file
+from models.importers.files import load_spec_file
 from suites.__main__ import MAX_BATCH, main
 from suites.analysis import explain, fit
 

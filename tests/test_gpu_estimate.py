@@ -28,8 +28,9 @@ RUNS = ROOT / "results"
 MIB = 2**20
 
 # (run file, framework, view) -> (median, worst) absolute relative error of this suite's estimate, as of today's
-# rules; the figures the README's table of errors shows. keras-jax at ec3adfa is left out: those records count XLA's
-# autotuner as the model's (c3d4247 measured it with the compile ahead).
+# rules; the figures docs/estimate.md's table of errors shows (docs/findings.md's, c3d4247's default run). keras-jax
+# at ec3adfa is left out: those records count XLA's autotuner as the model's (c3d4247 measured it with the compile
+# ahead).
 PINNED = {
     ("h100-ec3adfa/default-cuda.json", "torch", "allocator"): (0.001, 0.381),
     ("h100-ec3adfa/default-cuda.json", "torch", "driver"): (0.020, 0.447),
@@ -193,11 +194,12 @@ def test_a_pooled_estimate_totals_the_net_and_shows_the_pool_apart(framework: st
 
 @pytest.mark.parametrize("framework", ["jax", "keras-jax"])
 def test_what_a_pooled_process_holds_without_its_pool_is_what_the_twins_held(framework: str) -> None:
-    """`estimate`'s "holds without the pool" is the pool-off mode's estimate (its allocator's regions, models.bfc),
-    not the tensors' total: against the pool-off twins' NVML peaks at c3d4247 it is at most 4 % short (resnet50's
-    train step 2,062 MiB against 2,106 measured; keras200m's 4,666 against 4,692), the kernel modules a step loads
-    without the pool being unmeasured; the tensors' total would be 29 % short on resnet50. Read with the twins' own
-    run's probes, as `errors` reads every run (ec3adfa's Keras-on-JAX probe counts XLA's autotuner as its own)."""
+    """`estimate`'s "holds without the pool" is the pool-off mode's estimate (its allocator's regions,
+    models.estimate.bfc), not the tensors' total: against the pool-off twins' NVML peaks at c3d4247 it is at most 4 %
+    short (resnet50's train step 2,062 MiB against 2,106 measured; keras200m's 4,666 against 4,692), the kernel modules
+    a step loads without the pool being unmeasured; the tensors' total would be 29 % short on resnet50. Read with the
+    twins' own run's probes, as `errors` reads every run (ec3adfa's Keras-on-JAX probe counts XLA's autotuner as its
+    own)."""
     twins = [record for record in _run("h100-c3d4247/default-cuda.json")["records"]
              if (record["scenario"]["framework"], record["scenario"]["allocator"]) == (framework, "noprealloc")
              and record["scenario"]["model"] in ("resnet50", "keras200m")]

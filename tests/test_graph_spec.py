@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from models.catalogue import get_model
-from models.spec import INPUT, ModelSpec, SpecError, load_spec_file
+from models.importers.files import load_spec_file
+from models.spec import INPUT, ModelSpec, SpecError
 from tests.conftest import FRAMEWORKS, run_cli
 
-# The README's example: a stem, one residual block (conv-BN-ReLU, conv-BN, add the block's input, ReLU), a head.
+# docs/models.md's example: a stem, one residual block (conv-BN-ReLU, conv-BN, add the block's input, ReLU), a head.
 RESIDUAL_NET = {
     "name": "my-resnet", "input_shape": [16, 16, 3], "loss": "cross_entropy", "default_batch": 4,
     "layers": [

@@ -11,9 +11,8 @@ import json
 
 import pytest
 
-from models import bfc
 from models.catalogue import get_model
-from models.estimate import estimate
+from models.estimate import bfc, estimate
 from suites.analysis import accounting, constants, errors
 from suites.run.registry import ROOT
 

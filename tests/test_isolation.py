@@ -16,15 +16,18 @@ FRAMEWORK_MODULES = {"torch", "tensorflow", "keras", "jax", "jaxlib", "optax", "
 
 
 def _imports(package: str) -> dict[str, set[str]]:
+    """Per file of the package, its subfolders' too (by its path in the package), the top-level names it imports."""
     found = {}
-    for path in (ROOT / package).glob("*.py"):
+    for path in (ROOT / package).rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module.split(".")[0])
-        found[path.name] = names
+        found[path.relative_to(ROOT / package).as_posix()] = names
     return found
 
 
@@ -35,9 +38,9 @@ def test_no_framework_is_imported_by(package: str) -> None:
         assert "frameworks" not in names, f"{package}/{module} imports the worker side"
 
 
-# The importers read a file format, with its own package: imported only where such a file is read (the orchestrator's
-# load_spec_file), never by a worker, whose environment has neither onnx nor a need for it.
-IMPORTERS = {"keras_import.py": {"numpy"}, "onnx_import.py": {"numpy", "onnx"}}
+# The importers read a file format, with its own package: imported only where such a file is read
+# (models.importers.files.load_spec_file), never by a worker, whose environment has neither onnx nor a need for it.
+IMPORTERS = {"importers/keras_file.py": {"numpy"}, "importers/onnx_file.py": {"numpy", "onnx"}}
 
 
 def test_models_depend_on_the_standard_library_only() -> None:
@@ -49,11 +52,13 @@ def test_models_depend_on_the_standard_library_only() -> None:
 
 def test_the_importers_load_only_when_a_file_of_theirs_is_read() -> None:
     """No models module imports an importer at its top level: a worker importing the spec never reaches onnx."""
-    for path in (ROOT / "models").glob("*.py"):
+    importers = {f"models.{module.removesuffix('.py').replace('/', '.')}" for module in IMPORTERS}
+    for path in (ROOT / "models").rglob("*.py"):
         top = [node for node in ast.parse(path.read_text()).body if isinstance(node, (ast.Import, ast.ImportFrom))]
-        named = {alias.name for node in top for alias in node.names} | {node.module or "" for node in top
-                                                                         if isinstance(node, ast.ImportFrom)}
-        assert not {f"models.{module.removesuffix('.py')}" for module in IMPORTERS} & named, path.name
+        named = ({alias.name for node in top for alias in node.names}
+                 | {f"{node.module}.{alias.name}" for node in top if isinstance(node, ast.ImportFrom)
+                    for alias in node.names} | {node.module or "" for node in top if isinstance(node, ast.ImportFrom)})
+        assert not importers & named, path.relative_to(ROOT)
 
 
 def test_the_worker_side_never_plots() -> None:

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from models import allocators, backends
+from models import allocator_modes, backends
 from models.record import phase
 from models.scenario import Scenario
 from suites.analysis import across_records
@@ -31,7 +31,7 @@ def test_one_adapter_runs_every_keras_backend_each_after_its_raw_one() -> None:
 
 @pytest.mark.parametrize("framework", KERAS)
 def test_keras_has_its_backends_allocator_modes(framework: str) -> None:
-    assert allocators.mode_names(framework) == allocators.mode_names(backends.backend(framework))
+    assert allocator_modes.mode_names(framework) == allocator_modes.mode_names(backends.backend(framework))
 
 
 def test_records_of_the_first_tensorflow_adapter_read_as_keras_tensorflow() -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from models.keras_import import canonical_weights, spec_from_keras
-from models.spec import SpecError, load_spec_file
+from models.importers.files import load_spec_file
+from models.importers.keras_file import canonical_weights, spec_from_keras
+from models.spec import SpecError
 from suites.run.registry import ROOT, interpreter
 from tests.conftest import forward_everywhere, run_cli
 

@@ -13,8 +13,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from models.onnx_import import canonical_weights
-from models.spec import ModelSpec, SpecError, load_spec_file
+from models.importers.files import load_spec_file
+from models.importers.onnx_file import canonical_weights
+from models.spec import ModelSpec, SpecError
 from tests.conftest import forward_everywhere, run_cli
 
 CONSTANT = "const_"  # the initializers that shape the computation (Reshape's shape, Resize's scales...): not weights

@@ -125,9 +125,18 @@ def test_the_quoted_versions_are_the_runs() -> None:
                     if "keras" in record["framework"]["versions"]}
     (torch_cpu,), (jax_cpu,) = versions(cpu, "torch"), versions(cpu, "jax")
     assert f"torch {torch_gpu}, jax {jax_gpu}, Keras {keras_gpu} on JAX and on torch" in README
-    for page in (README, USAGE):
-        assert f"PyTorch ({_minor(torch_gpu)} on the H100, {_minor(torch_cpu)} on the CPU)" in page
-        assert f"JAX ({_minor(jax_gpu)} on the H100, {_minor(jax_cpu)} on the CPU)" in page
+    frameworks = (ROOT / "docs" / "frameworks.md").read_text()  # the framework table, which README and usage link
+    assert f"PyTorch ({_minor(torch_gpu)} on the H100, {_minor(torch_cpu)} on the CPU)" in frameworks
+    assert f"JAX ({_minor(jax_gpu)} on the H100, {_minor(jax_cpu)} on the CPU)" in frameworks
+
+
+def test_the_framework_table_lives_once() -> None:
+    """The README and docs/usage.md each had a table of the frameworks, and they had drifted apart."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    holding = [page.relative_to(ROOT).as_posix() for page in pages if "| framework | what runs |" in page.read_text()]
+    assert holding == ["docs/frameworks.md"]
+    assert "](docs/frameworks.md#the-five-frameworks)" in README
+    assert "](frameworks.md#the-five-frameworks)" in USAGE
 
 
 DURATION = re.compile(r"\d[\d.,]* (?:to [\d.,]+ )?(?:minutes|min)\b|\b\d+ (?:and \d+ )?s\b")
@@ -144,7 +153,7 @@ def test_make_tests_time_is_stated_once() -> None:
 
 def test_the_time_table_s_gpu_column_is_the_newest_gpu_run_s() -> None:
     """The table gave d2f1409's times after two newer GPU runs; its GPU column is now read from the newest one."""
-    header, cells = timing.column(timing.newest_gpu_run())
+    header, cells = timing.column(timing.newest_gpu_run(), matrix.SUITES)
     section = USAGE[USAGE.index("### How long each suite takes"):USAGE.index("### What each suite runs")]
     assert f"| suite | CPU, 2 cores | {header} |" in section
     for suite, cell in cells.items():

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from models import allocators
+from models import allocator_modes
 from models.estimate import CATEGORIES
 from models.record import phase
 from models.scenario import Scenario
@@ -57,7 +57,7 @@ def _pool(record: dict, measured: dict) -> int | None:
     if figures.pool_size(record) is not None:
         return figures.pool_size(record)
     scenario, counters = record["scenario"], measured["allocator"]
-    if not allocators.counted(scenario["framework"], scenario["allocator"]):
+    if not allocator_modes.counted(scenario["framework"], scenario["allocator"]):
         return None
     found = counters.get("reserved_peak") or counters.get("peak_pool_bytes")
     return found["bytes"] if found else None

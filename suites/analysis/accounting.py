@@ -7,7 +7,7 @@ Older run files stored their estimate; the constants they name are used again, w
 
 from __future__ import annotations
 
-from models import allocators
+from models import allocator_modes
 from models.estimate import RULES, Estimate
 from models.record import STATIC_PLAN, one_line
 from models.record import phase as named_phase
@@ -32,7 +32,7 @@ RUNTIME = {
 # returns). XLA's temp buffers hold all of them but the unsplit chunks (BEYOND_PLAN), the allocator's own counting.
 BEYOND_PLAN = ("unsplit_chunks",)  # what an allocator counts beyond every buffer a compiled plan names
 NAMED_BY_ESTIMATE = {"unsplit_chunks": "the estimate's chunks a growing BFC pool did not split, counted as in use "
-                                       "(models.bfc, simulated over the allocation order)",
+                                       "(models.estimate.bfc, simulated over the allocation order)",
                      "library_workspace": "the estimate's BLAS workspaces (a probe's measured size, per thread that "
                                           "multiplied)",
                      "update_temporaries": "the estimate's optimizer update temporaries (the framework's rules)",
@@ -114,7 +114,7 @@ def _pool(record: dict, measured: dict, preallocated: int | None) -> tuple[str, 
     counters, scenario = measured["allocator"], record["scenario"]
     if preallocated is not None:
         return "pool_unused", preallocated, DERIVED, "the preallocated pool"
-    if not allocators.counted(scenario["framework"], scenario["allocator"]):
+    if not allocator_modes.counted(scenario["framework"], scenario["allocator"]):
         return None
     if "reserved_peak" in counters:
         return "allocator_cache", counters["reserved_peak"]["bytes"], MEASURED, "the reserved peak"
@@ -194,8 +194,9 @@ def breakdown(record: dict, analytic: Estimate) -> dict[str, dict]:
     return result
 
 
-def floor(record: dict, analytic: Estimate) -> dict:
-    """The scenario's measured peak (and the model's need) as a multiple of the physical floor."""
+def floor_of_record(record: dict, analytic: Estimate) -> dict:
+    """A record's "floor": its measured peak (and the model's need) as a multiple of the physical floor, the bytes
+    `models.estimate.floor` gives."""
     resolved = record["scenario"]["device"]
     peaks = [figures.driver_peak(p, resolved)[0] for p in record.get("phases", [])]
     peak = max((p for p in peaks if p is not None), default=None)
@@ -264,5 +265,5 @@ def _account(record: dict, known: dict | None, source: str) -> dict:
         },
         "comparison": comparison(record, analytic, known),
         "breakdown": breakdown(record, analytic),
-        "floor": floor(record, analytic),
+        "floor": floor_of_record(record, analytic),
     }

@@ -17,7 +17,7 @@ import json
 import time
 from pathlib import Path
 
-from models import allocators
+from models import allocator_modes
 from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
@@ -45,7 +45,7 @@ def analytic_estimate(scenario: Scenario, known: dict | None = None) -> Estimate
     pool grown as needed where its mode turns the default pool off (JAX's noprealloc, TensorFlow's growth)."""
     return estimate(scenario.spec, scenario.kind, scenario.batch, scenario.optimizer, scenario.dtype,
                     scenario.framework, scenario.device, scenario.technique, (known or {}).get("blas_workspace", 0),
-                    pool_grows=allocators.is_without_pool(scenario.framework, scenario.allocator))
+                    pool_grows=allocator_modes.is_without_pool(scenario.framework, scenario.allocator))
 
 
 def blas_workspace(record: dict) -> int | None:

@@ -2,7 +2,7 @@
 
 The probe records are left out: their constants were taken from themselves, so their error is zero by
 construction and would flatter the figures. `table` is what `python -m suites errors RUN.json...` prints and
-the README's table of errors is: each run file read again with today's rules and its own probes' constants.
+docs/findings.md's table of errors is: each run file read again with today's rules and its own probes' constants.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 from itertools import accumulate
 
-from models import allocators, backends, techniques
+from models import allocator_modes, backends, techniques
 from models.estimate import CATEGORIES, RULES, Estimate, kept_by_layer
 from models.scenario import DTYPES
 from models.spec import ModelSpec
@@ -87,8 +87,8 @@ def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu:
     the pool (the figure that compares across frameworks: `without_pool`, the estimate with the pool off, whose
     allocator maps regions as the model grows and keeps them) and what the model needs. The pool is never in the
     total: its size follows the card and the setting, not the model."""
-    modes = allocators.MODES[backends.backend(analytic.framework)]
-    off = allocators.without_pool(analytic.framework)
+    modes = allocator_modes.MODES[backends.backend(analytic.framework)]
+    off = allocator_modes.without_pool(analytic.framework)
     measured_card = constants.card(known)
     asked = gpu or ("a card" if gpu_memory is not None else measured_card)  # --gpu-memory alone: a card of that size
     memory = gpu_memory if gpu_memory is not None else (
@@ -108,8 +108,8 @@ def _pool_lines(analytic: Estimate, known: dict, peak_name: str, peak: int, gpu:
     grown_name, grown = peak_total(without_pool, known)
     holds = (f"{_mib(grown)} at {grown_name} ({setting}): the context and the regions its allocator maps as the "
              f"model grows, which hold the tensors above, the chunks it did not split and what it freed "
-             f"(models.bfc), beside the runtime overhead; the kernel modules a step loads without the pool are not "
-             f"measured yet")
+             f"(models.estimate.bfc), beside the runtime overhead; the kernel modules a step loads without the pool "
+             f"are not measured yet")
     said = [f"takes by default: {takes}",
             f"holds without the pool: {holds}",
             f"needs: {_mib(peak - (known['context'] or 0))} at {peak_name}: its tensors and the runtime overhead its "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from models import allocators
+from models import allocator_modes
 from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN
 from models.record import phase as named_phase
 from models.scenario import Scenario
@@ -165,7 +165,7 @@ def need(record: dict, name: str) -> tuple[int | None, str]:
     if measured is None:
         return None, "phase not reached"
     scenario = record["scenario"]
-    if not allocators.counted(scenario["framework"], scenario["allocator"]):
+    if not allocator_modes.counted(scenario["framework"], scenario["allocator"]):
         return None, "the allocator keeps no statistics in this mode"
     allocated, semantics = allocated_peak(measured)
     if allocated is not None and semantics == PEAK_SINCE_PHASE_START:

@@ -21,14 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from models.record import SCHEMA_VERSION, atomic_write_json
-from suites.bench.pieces import PIECES, Piece
 from suites.run import device, environment, interrupts
+from suites.run.pieces import PIECES, STATE, Piece, card_slug
 from suites.run.registry import ROOT, SetupError, frameworks, interpreter
 
 KIND = "footprint.check"
-STATE = "check.json"
 STOP_GRACE_S = 60.0  # a piece told to stop writes its run file and report first
-VENDOR_WORDS = {"nvidia", "geforce", "tesla", "quadro", "amd", "radeon"}
 PACKAGES = ("torch", "jax", "jaxlib", "flax", "optax", "keras", "tensorflow", "tensorflow-cpu", "numpy", "ml-dtypes",
             "nvidia-ml-py", "onnx")
 # run in each framework's interpreter: its Python and package versions, and how Keras came (pip's INSTALLER, the
@@ -57,18 +55,6 @@ print(json.dumps(out))
 """
 
 
-def card_slug(name: str) -> str:
-    """A folder's card part from NVML's name: "NVIDIA H100 80GB HBM3" is h100, "NVIDIA GeForce RTX 4090"
-    rtx-4090 (vendor words and what follows the memory size dropped)."""
-    words = []
-    for word in re.split(r"[\s_-]+", name.lower()):
-        if re.fullmatch(r"\d+gb", word):
-            break
-        if word and word not in VENDOR_WORDS:
-            words.append(re.sub(r"[^a-z0-9.]", "", word))
-    return "-".join(word for word in words if word) or "gpu"
-
-
 def card(resolved: str) -> str:
     """The card a run measures: NVML's name, or "cpu"."""
     if resolved == "cpu":
@@ -84,11 +70,6 @@ def folder(resolved: str, quick: bool) -> Path:
     short = commit[:7] if re.match(r"[0-9a-f]{7}", commit) else "unknown"
     name = f"{card_slug(card(resolved))}-{short}" + ("-dirty" if "+dirty" in commit else "")
     return ROOT / "results" / ("local" if quick else "") / (name + ("-quick" if quick else ""))
-
-
-def same_card(name: str, slug: str) -> bool:
-    """Whether a folder of results/ is a check of the card `slug` names (`<slug>-<commit>`)."""
-    return bool(re.fullmatch(rf"{re.escape(slug)}-([0-9a-f]{{7}}|unknown)(-.+)?", name))
 
 
 def _lacking(python: str, modules: list[str]) -> list[str] | None:

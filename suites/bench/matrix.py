@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from models import allocators, executions
+from models import allocator_modes, executions
 from models.catalogue import load_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
@@ -171,8 +171,8 @@ def scenarios(name: str) -> list[Scenario]:
 def _modes(part: Part, framework: str, resolved: str) -> list[str]:
     """The allocator modes a part runs a framework in: every mode, or the default (and, on a GPU, its pool off)."""
     if part.every_allocator_mode:
-        return allocators.examples(framework)
-    pool_off = allocators.without_pool(framework) if part.without_pool and resolved == "cuda" else None
+        return allocator_modes.examples(framework)
+    pool_off = allocator_modes.without_pool(framework) if part.without_pool and resolved == "cuda" else None
     return ["default", *([pool_off] if pool_off else [])]
 
 

@@ -9,10 +9,9 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from suites.bench import check
-from suites.bench.pieces import PIECES, Piece
 from suites.report import timing
 from suites.run import runfile
+from suites.run.pieces import PIECES, STATE, Piece, same_card
 from suites.run.registry import ROOT
 
 PAGE = "README.md"
@@ -88,9 +87,9 @@ def _time_lines(target: Path, state: dict) -> list[str]:
 
 def earlier_folder(target: Path) -> Path | None:
     """The newest other folder of results/ for the same card with a default run of the same device."""
-    state = json.loads((target / check.STATE).read_text())
+    state = json.loads((target / STATE).read_text())
     return timing.newest_run(state["device"], lambda other: other.resolve() != target.resolve()
-                             and check.same_card(other.name, state["card_slug"]))
+                             and same_card(other.name, state["card_slug"]))
 
 
 def _compare_lines(target: Path, device: str) -> list[str]:
@@ -137,7 +136,7 @@ def _environment_lines(target: Path, state: dict) -> list[str]:
 
 
 def write(target: Path) -> Path:
-    state = json.loads((target / check.STATE).read_text())
+    state = json.loads((target / STATE).read_text())
     form = " (the small form, `QUICK=1`: the machinery, not evidence)" if state["quick"] else ""
     calls = state["calls"]
     lines = [f"# `make gpu-check` on {state['card']} at {state['git_commit'][:7]}{form}", "",

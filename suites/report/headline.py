@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from models import allocators
+from models import allocator_modes
 from models.record import phase
 from models.scenario import Scenario
 from suites.analysis import figures
@@ -67,7 +67,7 @@ def rows(records: list[dict]) -> list[Row]:
     its framework that maps a pool."""
     def is_pool_off(record: dict) -> bool:
         scenario = record["scenario"]
-        return allocators.is_without_pool(scenario["framework"], scenario["allocator"])
+        return allocator_modes.is_without_pool(scenario["framework"], scenario["allocator"])
 
     defaults = {_pool_off_key(r) for r in records if r["scenario"]["allocator"] == "default"}
     pool_off = {_pool_off_key(r): r for r in records if is_pool_off(r)}
@@ -98,7 +98,7 @@ def _cells(row: Row, cpu: bool) -> list[str]:
     held = _held(record)
     takes = _at(held) + (", a pool" if held and row.pooled else "")
     if row.comparable is None:
-        without = f"not run ({allocators.without_pool(record['scenario']['framework'])})"
+        without = f"not run ({allocator_modes.without_pool(record['scenario']['framework'])})"
     else:
         without = _at(_held(row.comparable))
     needs = highest(record, lambda name: need(record, name)[0])

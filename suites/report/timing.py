@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
-from suites.bench.check import STATE
-from suites.bench.matrix import SUITES
 from suites.run import runfile
+from suites.run.pieces import STATE
 from suites.run.registry import ROOT, frameworks
 
 DEVICE = "cuda"
@@ -58,10 +57,12 @@ def took(folder: Path, suite: str) -> str:
     return f"{seconds:,.0f} s ({counted})"
 
 
-def column(folder: Path) -> tuple[str, dict[str, str]]:
-    """The GPU column's header (the card, the commit, the frameworks of its default run) and each suite's cell."""
+def column(folder: Path, suites: Iterable[str]) -> tuple[str, dict[str, str]]:
+    """The GPU column's header (the card, the commit, the frameworks of its default run) and the cell of each of
+    `suites` (the bench suites' names, `suites.bench.matrix.SUITES`, which the caller passes: a report imports no
+    bench)."""
     default = runfile.load(folder / f"default-{DEVICE}.json")
     ran = {record["scenario"]["framework"] for record in default["records"]}
     card, commit = re.fullmatch(r"(.+?)-([0-9a-f]{7}|unknown).*", folder.name).groups()
     header = f"{card.upper()} at {commit}: {', '.join(name for name in frameworks() if name in ran)}"
-    return header, {suite: took(folder, suite) for suite in SUITES}
+    return header, {suite: took(folder, suite) for suite in suites}

@@ -14,7 +14,7 @@ peaks are 885.4, 112.5 and 3.8 MiB (keras200m, resnet50, heatmap68; measured the
 
 from __future__ import annotations
 
-from models.blocks import Blocks, Handle
+from models.estimate.blocks import Blocks, Handle
 
 MIN_ALLOCATION = 256
 FIRST_REGION = 2 << 20

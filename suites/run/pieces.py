@@ -3,12 +3,19 @@
 
 A suite piece is `bench --resume` into the check's folder, so a piece stopped at the time limit loses at most the
 scenario (a fit: the question) it was in, and the next call goes on there. A test piece reruns whole: it is short.
+
+Also what names the check's folder: its state file (STATE, each piece's state across calls) and its name by card
+(`card_slug`, `same_card`). Plain data, so the check that runs the pieces (suites/bench/check.py) and the page
+that sums a folder up (suites/report/check_page.py) both read it from here, below them.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+STATE = "check.json"  # the folder's state: each piece's status, seconds and calls
+VENDOR_WORDS = {"nvidia", "geforce", "tesla", "quadro", "amd", "radeon"}
 DEFAULT_LIMIT_S = 540.0  # a call's seconds: 9 minutes, within a 10-minute call, with time to stop a piece and write
 QUICK_FRAMEWORKS = ("torch", "jax")  # the two the GPU rows of the fault matrix name; each family's raw framework
 
@@ -52,3 +59,20 @@ PIECES = (
           "probes", quick=SMALL, quick_frameworks=("torch",)),
 )
 NAMES = tuple(piece.name for piece in PIECES)
+
+
+def card_slug(name: str) -> str:
+    """A folder's card part from NVML's name: "NVIDIA H100 80GB HBM3" is h100, "NVIDIA GeForce RTX 4090"
+    rtx-4090 (vendor words and what follows the memory size dropped)."""
+    words = []
+    for word in re.split(r"[\s_-]+", name.lower()):
+        if re.fullmatch(r"\d+gb", word):
+            break
+        if word and word not in VENDOR_WORDS:
+            words.append(re.sub(r"[^a-z0-9.]", "", word))
+    return "-".join(word for word in words if word) or "gpu"
+
+
+def same_card(name: str, slug: str) -> bool:
+    """Whether a folder of results/ is a check of the card `slug` names (`<slug>-<commit>`)."""
+    return bool(re.fullmatch(rf"{re.escape(slug)}-([0-9a-f]{{7}}|unknown)(-.+)?", name))

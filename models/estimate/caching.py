@@ -10,7 +10,7 @@ returned (short of empty_cache), so the driver sees every segment the allocator 
 
 from __future__ import annotations
 
-from models.blocks import Blocks, Handle
+from models.estimate.blocks import Blocks, Handle
 
 MIN_BLOCK = 512
 SMALL_REQUEST = 1 << 20

@@ -1,5 +1,5 @@
-"""Blocks carved from an allocator's regions, each free or in use: the bookkeeping XLA's BFC allocator (`models.bfc`)
-and torch's caching allocator (`models.caching`) share.
+"""Blocks carved from an allocator's regions, each free or in use: the bookkeeping XLA's BFC allocator
+(`models.estimate.bfc`) and torch's caching allocator (`models.estimate.caching`) share.
 
 Both take the smallest free block of a pool that fits a request, then the lower address, split it by a rule of
 their own, and merge a freed block with the free blocks on either side of it in the same region (never across

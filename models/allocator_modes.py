@@ -2,7 +2,8 @@
 
 A mode is set before the framework is imported (environment variables, set by the orchestrator)
 or, where the framework has no variable for it, by the adapter before the device starts
-(TensorFlow's memory limit). On the CPU no mode applies, and the record says so.
+(TensorFlow's memory limit). On the CPU no mode applies, and the record says so. These are the modes a run is
+told to use; the allocators the estimate simulates are models/estimate/bfc.py and models/estimate/caching.py.
 """
 
 from __future__ import annotations

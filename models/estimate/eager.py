@@ -1,9 +1,9 @@
 """The order in which an eager framework (torch's autograd) allocates and frees a phase's tensors, from the spec.
 
-A caching allocator's segments (`models.caching`) depend on that order, not only on the peak: a block freed by one
-tensor is split for a smaller one and is then too small for the next large one, which maps a new segment. The
-order follows the estimate's own bookkeeping (`models.estimate`: the steps, the tensors they make, what each
-step's backward keeps) as autograd runs it:
+A caching allocator's segments (`models.estimate.caching`) depend on that order, not only on the peak: a block freed
+by one tensor is split for a smaller one and is then too small for the next large one, which maps a new segment. The
+order follows the estimate's own bookkeeping (`models.estimate.tensors` and `.saved`: the steps, the tensors they
+make, what each step's backward keeps) as autograd runs it:
 - the forward makes each step's output and what its backward keeps beside the net's tensors (indices, per-channel
   vectors), and frees a tensor once its last reader has run, unless a backward keeps it or the call holds it;
 - the loss makes its residual; the backward then runs the steps in reverse: each makes its inputs' gradients (an
@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from models.estimate import Step, _Tensors
-    from models.spec import ModelSpec
+from models import techniques
+from models.estimate.rules import OPTIMIZER_STATE_COPIES, Rules
+from models.estimate.saved import recomputed_runs, what_steps_keep
+from models.estimate.tensors import Step, Tensors
+from models.spec import ModelSpec
 
 Event = tuple[object, int]
 INPUT = -1
@@ -59,7 +60,7 @@ class Pass:
     """One forward (and backward) pass over the steps: what it needs of the estimate's bookkeeping."""
 
     ops: list[Step]
-    tensors: _Tensors
+    tensors: Tensors
     views: set[int]
     savers: dict[int, list[int]]  # tensor -> the steps whose backward keeps it
     extras: list[int]  # per step, the bytes it keeps beside the net's tensors
@@ -230,3 +231,73 @@ class _Buffers:
         self.references[buffer] -= 1
         if not self.references[buffer]:
             self.owner.free(("gradient", buffer))
+
+
+CAST_STEPS = ("conv2d", "dense")  # the steps autocast runs in half precision, on a half copy of their weights
+
+
+def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch: int, size: int, technique: str,
+                device: str, optimizer: str, workspace: int, batch_tensors: tuple[int, int],
+                draw_copies: int) -> dict[str, list]:
+    """Per phase, the order in which an eager framework allocates and frees (see above)."""
+    micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
+    layer_weights = weight_sizes(spec, size)
+    half = techniques.HALF_PRECISION.get(technique, 0)
+    made: set[str] = set()
+
+    def cast(op: Step) -> list[int]:
+        return [weight * half // size for weight in layer_weights[op.layer]] if half and op.kind in CAST_STEPS else []
+
+    def one_pass(technique: str, examples: int, tag: object, autocast: bool = False) -> Pass:
+        value = examples * (half if autocast and half else size)
+        views, tensors, savers, extras = what_steps_keep(spec, rules, ops, technique, device, examples, value)
+        kept, runs = recomputed_runs(spec, rules, ops, tensors, technique)
+        return Pass(ops, tensors, views, savers, extras, value, ops[-1].outputs * value, rules.holds_outputs,
+                    workspace, made, tag, runs, kept, [cast(op) if autocast else [] for op in ops])
+
+    def gradients(tag: object, kept: bool) -> list[list]:
+        """Per step, its weights' gradients: kept in .grad, or (a later micro-batch's) added into it and freed; under
+        autocast a cast step's are made half, then cast to .grad's float32."""
+        per_op = []
+        for op in ops:
+            sizes = layer_weights[op.layer] if op.weight_bytes else []
+            keys = [("grad", op.layer, number) if kept else (tag, "grad", op.layer, number)
+                    for number in range(len(sizes))]
+            halves = [((tag, "half grad", op.layer, number), copy) for number, copy in enumerate(cast(op))]
+            per_op.append(halves + list(zip(keys, sizes, strict=True)) + [(key, 0) for key, _ in halves]
+                          + ([] if kept else [(key, 0) for key in keys]))
+        return per_op
+
+    order: dict[str, list] = {"build": built(spec, size, batch_tensors, draw_copies), "compile": []}
+    weights = [weight for sizes in layer_weights for weight in sizes]
+    for step in (1, 2) if kind == "train" else ():
+        # zero_grad(set_to_none=True) frees the last step's gradients
+        events = [(("grad", layer, number), 0) for layer, sizes in enumerate(layer_weights)
+                  for number in range(len(sizes))] if step == 2 else []
+        # the optimizer's slots, one weight at a time, before the step (Keras's build) or in its update (torch's)
+        state = [(("state", index, copy), weight) for index, weight in enumerate(weights)
+                 for copy in range(OPTIMIZER_STATE_COPIES[optimizer])] if step == 1 else []
+        events += state if rules.state_before_step else []
+        for number in range(micro):
+            run = one_pass(technique if technique in ("inplace", *techniques.RECOMPUTING) else "none", batch // micro,
+                           (step, number), autocast=True)
+            run.forward(keeping=True)
+            run.loss()
+            run.backward(gradients((step, number), number == 0))
+            events += run.events
+        events += [] if rules.state_before_step else state
+        scope, copies = rules.update_temporaries.get((optimizer, device), ("largest", 0))
+        temporaries = [(("update", step, index, copy), weight) for index, weight in enumerate(weights)
+                       for copy in range(copies)]
+        if scope == "all":
+            events += temporaries + [(key, 0) for key, _ in temporaries]
+        else:
+            events += [event for pair in temporaries for event in (pair, (pair[0], 0))]
+        if technique == "empty_cache":
+            events.append(("empty_cache", 0))
+        order[f"train_step_{step}"] = events
+    inference = one_pass("tracked" if technique == "tracked" else "none", batch, "inference")
+    inference.forward(keeping=technique == "tracked")
+    inference.end()
+    order["inference"] = inference.events
+    return order

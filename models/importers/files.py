@@ -1,0 +1,45 @@
+"""A model file as a spec: the one function that reads a user's file (`load_spec_file`), whatever its format.
+
+A JSON spec is read here; a Keras model (a `.keras` file, or the JSON of `to_json()`) and an ONNX model (a `.onnx`
+file) go through their importers (`models.importers.keras_file`, `models.importers.onnx_file`), which are imported
+only when a file of theirs is read: a worker importing the catalogue never reaches onnx or numpy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from models.spec import MAX_SIZE, ModelSpec, SpecError
+
+
+def load_spec_file(path: str | Path) -> ModelSpec:
+    """Reads a user's spec, a Keras model (a `.keras` file, or the JSON of `to_json()`) or an ONNX model (a `.onnx`
+    file) through its importer; every failure becomes a one-line SpecError naming the file."""
+    if Path(path).suffix == ".keras":
+        from models.importers.keras_file import load_keras_file
+
+        return load_keras_file(path)
+    if Path(path).suffix == ".onnx":
+        from models.importers.onnx_file import load_onnx_file
+
+        return load_onnx_file(path)
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise SpecError(f"cannot read spec file {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"spec file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"spec file {path} is not UTF-8 text") from exc
+    except ValueError as exc:  # json reads a number of more digits than Python converts to an int
+        raise SpecError(f"spec file {path} holds a number of more digits than can be read (sizes are at most "
+                        f"{MAX_SIZE:,})") from exc
+    from models.importers.keras_file import is_keras_config, spec_from_keras
+
+    if is_keras_config(data):
+        return spec_from_keras(data, str(path))
+    try:
+        return ModelSpec.from_dict(data)
+    except (SpecError, TypeError) as exc:  # TypeError: a wrongly typed field reaching a dataclass
+        raise SpecError(f"spec file {path}: {exc}") from exc
