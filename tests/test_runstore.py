@@ -33,8 +33,12 @@ def bench(results: Path, *args: str) -> subprocess.CompletedProcess:
 
 def interrupted_bench(results: Path, stored_before: int, *args: str) -> tuple[int, str, list[psutil.Process]]:
     """Starts a bench and sends it SIGINT (Ctrl-C) while a worker measures the scenario after `stored_before`
-    records are in the store; returns its exit code, its output and the workers it had then."""
-    with subprocess.Popen(**bench_command(results, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as run:
+    records are in the store; returns its exit code, its output and the workers it had then. Its infer scenarios
+    hang until the stop, so where the last stored is a train one (the suite alternates them), the next still runs when
+    the stop comes, however fast the machine."""
+    command = bench_command(results, *args)
+    command["env"] |= {"FOOTPRINT_FAULT": "context:hang@infer"}
+    with subprocess.Popen(**command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as run:
         store = results / "default-cpu.json.store"
         workers = workers_of(run, lambda: len(list(store.glob("*.json"))) >= stored_before)
         run.send_signal(signal.SIGINT)
