@@ -289,7 +289,7 @@ def _ended(process: subprocess.Popen) -> bool:
     if process.returncode is not None:
         return True
     try:
-        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        return _exited(process, 0)
     except ChildProcessError:  # reaped by its thread meanwhile
         return True
 
