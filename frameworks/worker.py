@@ -3,7 +3,8 @@
     python -m frameworks.worker scenario SCENARIO_FILE OUT_JSON
         [--fault PHASE:raise|hang|abort|garbage|allocator-oom|allocator-warning|exhaust]
     python -m frameworks.worker params FRAMEWORK MODEL...    (catalogue names or model files)
-    python -m frameworks.worker forward SCENARIO_FILE ARRAYS_NPZ OUT_NPZ [--training]
+    python -m frameworks.worker forward SCENARIO_FILE ARRAYS_NPZ OUT_NPZ [SCENARIO_FILE ARRAYS_NPZ OUT_NPZ ...]
+        [--training]    (parity: each net in turn, one framework import for them all)
     python -m frameworks.worker ahead SCENARIO_FILE OUT_JSON    (the compile helper, started by a scenario worker)
 
 SCENARIO_FILE is a JSON file holding the scenario (`Scenario.to_dict`), written by whoever starts the job into its
@@ -495,9 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("framework")
     job.add_argument("models", nargs="+")
     job = jobs.add_parser("forward")
-    job.add_argument("scenario_file")
-    job.add_argument("arrays")
-    job.add_argument("out")
+    job.add_argument("nets", nargs="+", metavar="SCENARIO_FILE ARRAYS_NPZ OUT_NPZ")
     job.add_argument("--training", action="store_true")
     job = jobs.add_parser("ahead")
     job.add_argument("scenario_file")
@@ -508,10 +507,13 @@ def main(argv: list[str] | None = None) -> int:
             load_model(name)  # fail on a bad name or file before any framework loads
         print(json.dumps(count_params(args.framework, args.models)))
         return 0
-    scenario = Scenario.from_dict(json.loads(Path(args.scenario_file).read_text()))
     if args.job == "forward":
-        forward(scenario, args.arrays, args.out, args.training)
+        if len(args.nets) % 3:
+            parser.error("forward takes SCENARIO_FILE ARRAYS_NPZ OUT_NPZ for each net")
+        for scenario_file, arrays, out in zip(*[iter(args.nets)] * 3, strict=True):
+            forward(Scenario.from_dict(json.loads(Path(scenario_file).read_text())), arrays, out, args.training)
         return 0
+    scenario = Scenario.from_dict(json.loads(Path(args.scenario_file).read_text()))
     if args.job == "ahead":
         helper_job(scenario, args.out)
         return 0

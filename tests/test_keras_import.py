@@ -15,7 +15,7 @@ from models.importers.files import load_spec_file
 from models.importers.keras_file import canonical_weights, spec_from_keras
 from models.spec import SpecError
 from suites.run.registry import ROOT, interpreter
-from tests.conftest import forward_everywhere, run_cli
+from tests.conftest import forward_all, run_cli
 
 # One Keras process writes every file: nets of each mapped layer (as .keras and as to_json()), and nets the importer
 # must refuse. For the nets compared (`reference`) it writes an npz of Keras's weights (`get_weights()` by layer), a
@@ -241,15 +241,28 @@ def _keras_reference(path: Path) -> tuple[dict[str, np.ndarray], dict[str, list[
     return given, {layer: [values[i] for i in sorted(values)] for layer, values in weights.items()}
 
 
+@pytest.fixture(scope="module")
+def compared(built: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[dict, dict]]:
+    """Each compared net with Keras's own weights (canonical_weights) run forward in torch and JAX, every net in one
+    worker per framework: per net, Keras's reference and each framework's results."""
+    nets, references = [], []
+    for name in COMPARED:
+        spec = load_spec_file(built[0] / f"{name}.keras")
+        given, weights = _keras_reference(built[0] / f"{name}.npz")
+        arrays = {"inputs": given["inputs"], "targets": given["targets"], **canonical_weights(spec, weights)}
+        assert len(arrays) - 2 == sum(len(step.weights) for step in spec.walk()), name  # every array the spec holds
+        nets.append((spec, arrays))
+        references.append(given)
+    results = forward_all(nets, tmp_path_factory.mktemp("compared"), frameworks_run=("torch", "jax"))
+    return dict(zip(COMPARED, zip(references, results, strict=True), strict=True))
+
+
 @pytest.mark.parametrize("name", COMPARED)
-def test_keras_weights_compute_what_keras_computes(built: tuple[Path, dict], name: str, tmp_path: Path) -> None:
+def test_keras_weights_compute_what_keras_computes(compared: dict[str, tuple[dict, dict]], name: str) -> None:
     """Keras's own weights, loaded through canonical_weights into torch and JAX, give Keras's output and loss."""
-    spec = load_spec_file(built[0] / f"{name}.keras")
-    given, weights = _keras_reference(built[0] / f"{name}.npz")
-    arrays = {"inputs": given["inputs"], "targets": given["targets"], **canonical_weights(spec, weights)}
-    assert len(arrays) - 2 == sum(len(step.weights) for step in spec.walk())  # every array the spec holds
+    given, results = compared[name]
     assert np.abs(given["output"]).max() > 0.1  # a net of zeros would agree trivially
-    for framework, result in forward_everywhere(spec, arrays, tmp_path, frameworks_run=("torch", "jax")).items():
+    for framework, result in results.items():
         np.testing.assert_allclose(result["output"], given["output"], rtol=1e-4, atol=1e-4, err_msg=framework)
         np.testing.assert_allclose(result["loss"], given["loss"], rtol=1e-4, err_msg=framework)
 

@@ -35,7 +35,7 @@ from models.spec import (
     Upsample2D,
     ZeroPad2D,
 )
-from tests.conftest import FRAMEWORKS, forward_everywhere, run_worker
+from tests.conftest import FRAMEWORKS, forward_all, run_worker
 
 # The issue's figures for the three real nets (torchvision's counts): trainable values and batch-norm statistics.
 REAL_NETS = {"resnet50": (25_557_032, 53_120), "mobilenetv2": (3_504_872, 34_112), "densenet121": (7_978_856, 83_648)}
@@ -182,8 +182,26 @@ def _arrays(spec: ModelSpec, batch: int) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _run_everywhere(spec: ModelSpec, tmp_path: Path, training: bool) -> dict[str, dict[str, np.ndarray]]:
-    return forward_everywhere(spec, _arrays(spec, batch=4), tmp_path, training)
+Results = dict[str, dict[str, np.ndarray]]  # per framework, what its forward job wrote
+INFERENCE = [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5), layer_norms(), gelus(),
+             flat_after_image(0.5)]
+TRAINING = [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(), flat_after_image(0.0)]
+
+
+def _run_everywhere(specs: list[ModelSpec], folder: Path, training: bool) -> dict[str, Results]:
+    """Every net of a test in one worker per framework: the tests of a net read their own results from it."""
+    results = forward_all([(spec, _arrays(spec, batch=4)) for spec in specs], folder, training)
+    return {spec.name: result for spec, result in zip(specs, results, strict=True)}
+
+
+@pytest.fixture(scope="module")
+def inference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Results]:
+    return _run_everywhere(INFERENCE, tmp_path_factory.mktemp("inference"), training=False)
+
+
+@pytest.fixture(scope="module")
+def training(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Results]:
+    return _run_everywhere(TRAINING, tmp_path_factory.mktemp("training"), training=True)
 
 
 def _assert_agree(results: dict[str, dict[str, np.ndarray]], spec: ModelSpec, keys: list[str]) -> None:
@@ -196,11 +214,11 @@ def _assert_agree(results: dict[str, dict[str, np.ndarray]], spec: ModelSpec, ke
             np.testing.assert_allclose(result[key], reference[key], rtol=1e-4, atol=1e-4, err_msg=f"{framework} {key}")
 
 
-@pytest.mark.parametrize("spec", [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5),
-                                  layer_norms(), gelus(), flat_after_image(0.5)], ids=lambda s: s.name)
-def test_same_weights_give_the_same_outputs_and_loss_in_inference(spec: ModelSpec, tmp_path: Path) -> None:
+@pytest.mark.parametrize("spec", INFERENCE, ids=lambda s: s.name)
+def test_same_weights_give_the_same_outputs_and_loss_in_inference(spec: ModelSpec,
+                                                                  inference: dict[str, Results]) -> None:
     """Running statistics normalize; dropout is the identity; the statistics do not move."""
-    results = _run_everywhere(spec, tmp_path, training=False)
+    results = inference[spec.name]
     _assert_agree(results, spec, ["output", "loss"])
     given = _arrays(spec, batch=4)
     for key, value in results[FRAMEWORKS[0]].items():
@@ -208,13 +226,12 @@ def test_same_weights_give_the_same_outputs_and_loss_in_inference(spec: ModelSpe
             np.testing.assert_array_equal(value, given[key.replace("statistics", "layer")])
 
 
-@pytest.mark.parametrize("spec", [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(),
-                                  flat_after_image(0.0)], ids=lambda s: s.name)
-def test_training_mode_agrees_and_updates_the_same_statistics(spec: ModelSpec, tmp_path: Path) -> None:
+@pytest.mark.parametrize("spec", TRAINING, ids=lambda s: s.name)
+def test_training_mode_agrees_and_updates_the_same_statistics(spec: ModelSpec, training: dict[str, Results]) -> None:
     """Batch statistics normalize; the running mean moves by `momentum` toward the batch's in every framework. The
     running variance too, except torch's: it takes the batch's unbiased variance (n / (n - 1) times the biased one
     that Keras and the jax adapter take, as flax does), which this test pins."""
-    results = _run_everywhere(spec, tmp_path, training=True)
+    results = training[spec.name]
     means = [key for key in results[FRAMEWORKS[0]] if key.startswith("statistics") and key.endswith("_mean")]
     assert means, "the net has batch norm"
     _assert_agree(results, spec, ["output", "loss", *means])
@@ -234,21 +251,33 @@ def test_training_mode_agrees_and_updates_the_same_statistics(spec: ModelSpec, t
             assert not np.allclose(results["torch"][key], next(iter(biased.values()))[key], rtol=1e-6, atol=0)
 
 
+def _dropout_net(per_example: bool) -> tuple[ModelSpec, dict[str, np.ndarray]]:
+    shape, batch = ((2, 2, 2), 10_000) if per_example else ((20_000,), 4)
+    spec = ModelSpec("parity-dropout", shape, (Dropout(0.3, per_example=per_example),), "mse")
+    return spec, _arrays(spec, batch)
+
+
+@pytest.fixture(scope="module")
+def dropped(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Results]:
+    """Both dropout nets (per value, per example) in training mode, in one worker per framework."""
+    results = forward_all([_dropout_net(False), _dropout_net(True)], tmp_path_factory.mktemp("dropout"), training=True)
+    return dict(zip((False, True), results, strict=True))
+
+
 @pytest.mark.parametrize("per_example", [False, True], ids=["per-value", "per-example"])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_dropout_in_training_drops_its_rate_and_scales_the_rest(framework: str, per_example: bool,
-                                                                 tmp_path: Path) -> None:
+                                                                 dropped: dict[bool, Results]) -> None:
     """Dropout's mask is each framework's own random draw, so training-mode parity runs at rate 0; here each
     framework's training-mode dropout is checked for what it must do: drop about `rate`, scale the rest by
     1 / (1 - rate); per example, each example's values all dropped or all kept (many examples, to count them)."""
-    shape, batch = ((2, 2, 2), 10_000) if per_example else ((20_000,), 4)
-    spec = ModelSpec("parity-dropout", shape, (Dropout(0.3, per_example=per_example),), "mse")
-    arrays = _arrays(spec, batch)
-    output = forward_everywhere(spec, arrays, tmp_path, training=True, frameworks_run=[framework])[framework]["output"]
+    _, arrays = _dropout_net(per_example)
+    batch = len(arrays["inputs"])
+    output = dropped[per_example][framework]["output"]
     inputs = arrays["inputs"]
-    dropped = output == 0
-    assert abs(dropped.mean() - 0.3) < 0.02
-    np.testing.assert_allclose(output[~dropped], inputs[~dropped] / 0.7, rtol=1e-5)
+    dropped_values = output == 0
+    assert abs(dropped_values.mean() - 0.3) < 0.02
+    np.testing.assert_allclose(output[~dropped_values], inputs[~dropped_values] / 0.7, rtol=1e-5)
     if per_example:
-        by_example = dropped.reshape(batch, -1)
+        by_example = dropped_values.reshape(batch, -1)
         assert (by_example.all(axis=1) | ~by_example.any(axis=1)).all()
