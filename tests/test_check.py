@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from suites.analysis.constants import PROBES
 from suites.bench import check
 from suites.run.pieces import PIECES, STATE, card_slug, same_card
 from suites.run.registry import ROOT
@@ -74,6 +75,12 @@ def test_the_small_form_runs_every_piece_resumes_after_its_limit_and_leaves_the_
     assert kept and all(final[identity(record["scenario"])]["run"]["started_at_unix"] == record["run"][
         "started_at_unix"] for record in kept)  # the second call went on, not over: what the first measured stays
     assert state["pieces"]["default"]["calls"] == 2 and len(state["calls"]) == 2
+    probes = {key: record["run"]["started_at_unix"] for key, record in final.items() if record["scenario"]["model"]
+              in PROBES and record["scenario"]["framework"] == "torch"}
+    carried = {identity(record["scenario"]): record["run"]["started_at_unix"] for record in
+               json.loads((target / "techniques-cpu.json").read_text())["records"] if record["scenario"]["model"] in
+               PROBES}
+    assert probes and carried == probes  # each probe measured once, by the first piece, and carried to the others
     for piece in PIECES:
         assert (target / "logs" / f"{piece.name}.log").stat().st_size > 0
         if piece.suite:

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from models.record import SCHEMA_VERSION, atomic_write_json
-from suites.run import device, environment, interrupts
+from suites.analysis.constants import PROBES
+from suites.bench.matrix import SUITES
+from suites.run import device, environment, interrupts, runfile
 from suites.run.pieces import PIECES, STATE, Piece, card_slug
 from suites.run.registry import ROOT, SetupError, frameworks, interpreter
 
@@ -147,9 +149,14 @@ def load_state(target: Path, resolved: str, quick: bool, limit: float) -> dict:
     return state | {"limit_s": limit}
 
 
+def piece_frameworks(piece: Piece, chosen: list[str], quick: bool) -> list[str]:
+    """The frameworks a piece runs: those available here, in the small form only its own."""
+    return [name for name in chosen if not quick or name in piece.quick_frameworks]
+
+
 def command(piece: Piece, resolved: str, chosen: list[str], quick: bool) -> tuple[list[str], dict[str, str]] | None:
     """The piece's command line and its variables; None where none of its frameworks can run here."""
-    names = [name for name in chosen if not quick or name in piece.quick_frameworks]
+    names = piece_frameworks(piece, chosen, quick)
     if not names:
         return None
     extra = list(piece.arguments_for(quick))
@@ -160,6 +167,26 @@ def command(piece: Piece, resolved: str, chosen: list[str], quick: bool) -> tupl
     python = str(tests) if tests.exists() and not os.environ.get("FOOTPRINT_PYTHON") else sys.executable
     return ([python, "-m", "pytest", piece.tests, "-q", "-p", "no:cacheprovider", *extra],
             {"FOOTPRINT_FAULT_DEVICE": resolved, "FOOTPRINT_FAULT_FRAMEWORKS": ",".join(names)})
+
+
+def carry_probes(piece: Piece, target: Path, resolved: str, names: list[str]) -> int:
+    """Every suite runs the probes first (their constants feed its estimates): a suite piece not yet begun is given
+    the probes' records an earlier piece of this check measured (same folder: one commit, one machine, one device)
+    for its frameworks, so the check measures each probe once. Returns how many it was given."""
+    if not piece.suite or not SUITES[piece.suite]:  # a test piece, or the fit suite's questions: no probes
+        return 0
+    path = target / piece.run_file(resolved)
+    if path.exists() or runfile.store_of(path).exists():
+        return 0
+    measured: dict[str, dict] = {}
+    for earlier in PIECES[:PIECES.index(piece)]:
+        source = target / str(earlier.run_file(resolved))
+        if earlier.suite and source.exists():
+            measured |= {runfile.identity(record["scenario"]): record for record in runfile.load(source)["records"]
+                         if record["scenario"]["model"] in PROBES and record["scenario"]["framework"] in names
+                         and record["status"] == "ok"}
+    runfile.carry(path, list(measured.values()))
+    return len(measured)
 
 
 def _pump(process: subprocess.Popen, log: Path) -> threading.Thread:
@@ -237,7 +264,9 @@ def run_check(target: Path, resolved: str, quick: bool, limit: float, only: list
                 continue
             if time.monotonic() >= deadline:
                 break
-            print(f"footprint check: {piece.name}: {' '.join(planned[0][1:])}", flush=True)
+            carried = carry_probes(piece, target, resolved, piece_frameworks(piece, chosen, quick))
+            print(f"footprint check: {piece.name}: {' '.join(planned[0][1:])}"
+                  + (f" ({carried} probe records carried from earlier pieces)" if carried else ""), flush=True)
             began = time.monotonic()
             try:
                 status, code = run_piece(piece, *planned, target, deadline)

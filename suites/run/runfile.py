@@ -114,7 +114,7 @@ class RunFile:
     def __init__(self, suite: str, resolved_device: str, path: Path | None = None, fresh: bool = False) -> None:
         self.path = path or run_path(suite, resolved_device)
         lock(self.path)
-        self.store = self.path.with_name(f"{self.path.name}.store")
+        self.store = store_of(self.path)
         self.write_failure: str | None = None
         if fresh:
             set_aside(self.path)
@@ -298,11 +298,23 @@ def _as_run(data: dict) -> dict:
             "records": [record]} | {key: data[key] for key in RUN_FIELDS if key in data}
 
 
+def store_of(path: Path) -> Path:
+    """Where a run file's records are stored the moment they exist: `<run file>.store/`."""
+    return path.with_name(f"{path.name}.store")
+
+
+def carry(path: Path, records: list[dict]) -> None:
+    """Stores records measured for another run file into a run file not yet begun, as an interrupted run's would
+    be: the run that begins it keeps them, and `--resume` runs those scenarios not again."""
+    for record in records:
+        atomic_write_json(store_of(path) / f"{identity(record['scenario'])}.json", record)
+
+
 def stored_records(path: Path) -> dict[str, dict]:
     """The records in the run file's store by identity (what an interrupted run measured). One that is not a record
     a run file may hold (`read_record`) is moved to `<run file>.quarantine/`, said in one line, and never merged."""
     path = Path(path)
-    store, quarantine = path.with_name(f"{path.name}.store"), path.with_name(f"{path.name}.quarantine")
+    store, quarantine = store_of(path), path.with_name(f"{path.name}.quarantine")
     records = {}
     for stored in sorted(store.glob("*.json")):
         try:
@@ -348,7 +360,7 @@ def set_aside(path: Path) -> list[Path]:
     while target.exists():  # two fresh starts within one second
         target = target.with_name(f"{target.stem}-again{target.suffix}")
     kept = []
-    store, store_kept = path.with_name(f"{path.name}.store"), target.with_name(f"{target.name}.store")
+    store, store_kept = store_of(path), store_of(target)
     for source, moved in ((path, target), (store, store_kept)):
         if source.exists():
             os.replace(source, moved)
