@@ -2,7 +2,8 @@
 (`QUICK=1`) that runs the same machinery on the CPU in a few minutes, in `make test`.
 
 A suite piece is `bench --resume` into the check's folder, so a piece stopped at the time limit loses at most the
-scenario (a fit: the question) it was in, and the next call goes on there. A test piece reruns whole: it is short.
+scenario (a fit: the question) it was in, and the next call goes on there; the probes an earlier piece measured are
+carried into it (suites/bench/check.py carry_probes). A test piece reruns whole: it is short.
 
 Also what names the check's folder: its state file (STATE, each piece's state across calls) and its name by card
 (`card_slug`, `same_card`). Plain data, so the check that runs the pieces (suites/bench/check.py) and the page
