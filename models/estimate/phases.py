@@ -13,8 +13,8 @@ from models.estimate.bfc import GrowingPool
 from models.estimate.caching import CachingAllocator
 from models.estimate.eager import eager_order
 from models.estimate.rules import OPTIMIZER_STATE_COPIES, RULES, Rules
-from models.estimate.saved import activations
-from models.estimate.tensors import steps
+from models.estimate.saved import Activations, activations
+from models.estimate.tensors import Step, steps
 from models.scenario import DTYPES, PHASES
 from models.spec import ELEMENTWISE, INPUT, ModelSpec
 
@@ -185,6 +185,147 @@ def _update_temporaries(rules: Rules, optimizer: str, device: str, weights: int,
     return copies * (weights if scope == "all" else largest)
 
 
+@dataclass(frozen=True)
+class _Scenario:
+    """What every phase of one estimate reads, computed once so that each phase's helper takes it whole."""
+
+    spec: ModelSpec
+    kind: str
+    batch: int
+    optimizer: str
+    device: str
+    technique: str
+    rules: Rules
+    size: int
+    ops: list[Step]
+    workspace: int
+    trainable: int
+    weights: int
+    largest: int
+    labels: int
+    inputs: int
+    state: int
+    micro: int
+    init_copies: int
+    stepped: int
+    accumulator: int
+    acts: Activations
+    forward: Activations
+
+    @property
+    def phase_names(self) -> tuple[str, ...]:
+        return PHASES[self.kind]
+
+
+def _scenario(spec: ModelSpec, kind: str, batch: int, optimizer: str, rules: Rules, size: int, device: str,
+              technique: str, blas_workspace: int) -> _Scenario:
+    """The sizes and activations every phase of the estimate is built from."""
+    trainable = spec.weight_bytes(size)  # what gradients and optimizer state are sized by
+    weights = trainable + spec.statistics_bytes(size)  # batch norm's running statistics are weights too
+    ops = steps(spec, rules, size)
+    largest = max((o.largest_weight for o in ops), default=0)
+    labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(spec.output_shape) * batch * size
+    inputs = math.prod(spec.input_shape) * batch * size + labels
+    state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
+    micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
+    init_copies = rules.init_copies if device != "cuda" or rules.cuda_init_copies is None else rules.cuda_init_copies
+    undone = technique in (*techniques.RECOMPUTING, *rules.policy_keeps) and device not in rules.recomputes_on
+    workspace = blas_workspace if device in rules.blas_workspaces_on else 0
+    acts = activations(spec, rules, batch // micro, size, "none" if undone else technique,
+                       techniques.HALF_PRECISION.get(technique, size), device, workspace, ops=ops)
+    # once a step ran, its forward's and its backward's threads each hold a workspace where the net multiplies
+    stepped = 2 * workspace if any(layer.kind == "dense" for layer in spec.layers) else 0
+    accumulator = trainable * rules.accumulator_copies if micro > 1 else 0
+    # inference runs the whole batch in fp32 whatever the training technique; only these change it: in place, tracked,
+    # and (where the call holds every layer's output) the recomputed runs, each held as one layer's output
+    forward = activations(spec, rules, batch, size, technique if technique in (
+        "inplace", "tracked", *(techniques.RECOMPUTING if rules.holds_outputs else ())) else "none", device=device,
+        workspace=0 if kind == "train" else workspace, ops=ops)
+    return _Scenario(spec, kind, batch, optimizer, device, technique, rules, size, ops, workspace, trainable, weights,
+                     largest, labels, inputs, state, micro, init_copies, stepped, accumulator, acts, forward)
+
+
+def _state_by(s: _Scenario, name: str) -> int:
+    """The optimizer state held in a phase: none before the phase the rules make it in."""
+    if not s.state:  # inference scenarios have no optimizer (and no train_step phases to compare with)
+        return 0
+    return s.state if s.phase_names.index(name) >= s.phase_names.index(s.rules.optimizer_state_phase) else 0
+
+
+def _train_step(s: _Scenario, name: str) -> PhaseEstimate:
+    """A training step's peak: the optimizer update or the backward pass, whichever holds more."""
+    rules, streams = s.rules, s.device in s.rules.streams_on
+    update = {"weights": s.weights, "inputs": s.inputs, "optimizer_state": s.state,
+              "gradients": min(s.trainable, s.largest * rules.in_flight) if streams else s.trainable,
+              "accumulated_gradients": s.accumulator,
+              "update_temporaries": _update_temporaries(rules, s.optimizer, s.device, s.trainable, s.largest),
+              **_workspaces(s.stepped)}
+    # the state exists during the backward pass only if it was made before this step's forward
+    made, here = s.phase_names.index(rules.optimizer_state_phase), s.phase_names.index(name)
+    before = s.state if here > made or (here == made and rules.state_before_step) else 0
+    in_place_sum = s.micro > 1 and not rules.accumulator_copies  # torch: earlier micro-batches' .grad
+    acts = s.acts
+    backward = {"weights": s.weights, "inputs": s.inputs, "optimizer_state": before,
+                "gradients": s.trainable if in_place_sum else acts.backward_gradients,
+                "accumulated_gradients": s.accumulator, "saved_activations": acts.backward_saved,
+                "half_weights": s.trainable // 2 if s.technique in techniques.HALF_PRECISION else 0,
+                "transient": acts.backward_peak - acts.backward_saved - acts.backward_gradients,
+                **_workspaces(acts.backward_workspaces if name == "train_step_1" else s.stepped)}
+    if sum(update.values()) >= sum(backward.values()):
+        live = "the gradients in flight" if streams else "every gradient"
+        return PhaseEstimate(name, f"optimizer update: the state and {live} live", update)
+    return PhaseEstimate(name, "backward pass: saved activations and a gradient pair live", backward)
+
+
+def _resting(s: _Scenario, name: str, moment: str, extra: dict[str, int]) -> PhaseEstimate:
+    """A phase outside the training steps: the weights, the batch and the state, plus what the phase adds."""
+    kept = {"weights": s.weights, "inputs": s.inputs, "optimizer_state": _state_by(s, name)}
+    if s.accumulator and _state_by(s, name):  # the accumulator is made with the state (optax.MultiSteps.init)
+        kept["accumulated_gradients"] = s.accumulator
+    if name == "inference" and s.kind == "train":
+        kept |= ({"gradients": s.trainable} if s.rules.keeps_gradients else {}) | _workspaces(s.stepped)
+    elif name == "inference":
+        kept |= _workspaces(s.forward.inference_workspaces)
+    return PhaseEstimate(name, moment, kept | extra)
+
+
+def _phase(s: _Scenario, name: str) -> PhaseEstimate | None:
+    """One phase's peak, by the kind of phase it is (None for a phase the estimate does not model)."""
+    if name in ("import", "context"):
+        return PhaseEstimate(name, "no model yet: measured constants only")
+    if name == "build":
+        if s.rules.batch_drawn_directly:  # the batch comes after the weights: their draws' temporaries are gone
+            temporaries = max(s.init_copies * s.largest - s.inputs, 0)
+        else:
+            temporaries = s.init_copies * max(s.largest, math.prod(s.spec.input_shape) * s.batch * s.size, s.labels)
+        return _resting(s, name, "drawing the largest random tensor (a parameter or the batch)",
+                        {"init_temporaries": temporaries})
+    if name == "compile":
+        return _resting(s, name, "model built, nothing run", {})
+    if name.startswith("train_step"):
+        return _train_step(s, name)
+    if name == "inference" and s.technique == "tracked":
+        return _resting(s, name, "forward pass with tracking: what a backward pass needs is kept",
+                        {"saved_activations": s.forward.saved, "transient": s.forward.inference_transient})
+    if name == "inference":
+        return _resting(s, name, "forward pass, no gradient tracking", {"transient": s.forward.inference_transient})
+    return None
+
+
+def _allocated(s: _Scenario, phases: list[PhaseEstimate], pool_grows: bool) -> list[PhaseEstimate]:
+    """The phases as the framework's allocator holds them: cached segments, kept pages or a grown pool."""
+    rules, batch_tensors = s.rules, (math.prod(s.spec.input_shape) * s.batch * s.size, s.labels)
+    if s.device in rules.caching_on and s.technique in rules.ordered_techniques:
+        phases = _cached_segments(phases, eager_order(s.spec, rules, s.ops, s.kind, s.batch, s.size, s.technique,
+                                                      s.device, s.optimizer, s.workspace, batch_tensors,
+                                                      s.init_copies))
+    elif s.device in rules.keeps_pages_on and s.technique != "empty_cache":
+        phases = _pages_kept(phases)
+    if pool_grows and s.device in rules.bfc_on:
+        phases = _grown_pool(phases, s.spec, rules, s.size, batch_tensors)
+    return phases
+
+
 def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: str = "adam", dtype: str = "float32",
              framework: str | None = None, device: str = "cpu", technique: str = "none",
              blas_workspace: int = 0, pool_grows: bool = False) -> Estimate:
@@ -200,97 +341,9 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     TensorFlow's growth), which its BFC allocator counts with the chunks it did not split (`_grown_pool`).
     """
     rules_name = framework if framework in RULES else "neutral"
-    rules, size, batch = RULES[rules_name], DTYPES[dtype], batch or spec.default_batch
-    trainable = spec.weight_bytes(size)  # what gradients and optimizer state are sized by
-    weights = trainable + spec.statistics_bytes(size)  # batch norm's running statistics are weights too
-    ops = steps(spec, rules, size)
-    largest = max((o.largest_weight for o in ops), default=0)
-    labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(spec.output_shape) * batch * size
-    inputs = math.prod(spec.input_shape) * batch * size + labels
-    state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
-    micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
-    half = technique in techniques.HALF_PRECISION
-    streams = device in rules.streams_on
-    init_copies = rules.init_copies if device != "cuda" or rules.cuda_init_copies is None else rules.cuda_init_copies
-    undone = technique in (*techniques.RECOMPUTING, *rules.policy_keeps) and device not in rules.recomputes_on
-    workspace = blas_workspace if device in rules.blas_workspaces_on else 0
-    acts = activations(spec, rules, batch // micro, size, "none" if undone else technique,
-                       techniques.HALF_PRECISION.get(technique, size), device, workspace, ops=ops)
-    # once a step ran, its forward's and its backward's threads each hold a workspace where the net multiplies
-    stepped = 2 * workspace if any(layer.kind == "dense" for layer in spec.layers) else 0
-    accumulator = trainable * rules.accumulator_copies if micro > 1 else 0
-    # inference runs the whole batch in fp32 whatever the training technique; only these change it: in place, tracked,
-    # and (where the call holds every layer's output) the recomputed runs, each held as one layer's output
-    forward = activations(spec, rules, batch, size, technique if technique in (
-        "inplace", "tracked", *(techniques.RECOMPUTING if rules.holds_outputs else ())) else "none", device=device,
-        workspace=0 if kind == "train" else workspace, ops=ops)
-    phase_names = PHASES[kind]
-
-    def state_by(name: str) -> int:
-        if not state:  # inference scenarios have no optimizer (and no train_step phases to compare with)
-            return 0
-        return state if phase_names.index(name) >= phase_names.index(rules.optimizer_state_phase) else 0
-
-    def train_step(name: str) -> PhaseEstimate:
-        update = {"weights": weights, "inputs": inputs, "optimizer_state": state,
-                  "gradients": min(trainable, largest * rules.in_flight) if streams else trainable,
-                  "accumulated_gradients": accumulator,
-                  "update_temporaries": _update_temporaries(rules, optimizer, device, trainable, largest),
-                  **_workspaces(stepped)}
-        # the state exists during the backward pass only if it was made before this step's forward
-        made, here = phase_names.index(rules.optimizer_state_phase), phase_names.index(name)
-        before = state if here > made or (here == made and rules.state_before_step) else 0
-        in_place_sum = micro > 1 and not rules.accumulator_copies  # torch: earlier micro-batches' .grad
-        backward = {"weights": weights, "inputs": inputs, "optimizer_state": before,
-                    "gradients": trainable if in_place_sum else acts.backward_gradients,
-                    "accumulated_gradients": accumulator, "saved_activations": acts.backward_saved,
-                    "half_weights": trainable // 2 if half else 0,
-                    "transient": acts.backward_peak - acts.backward_saved - acts.backward_gradients,
-                    **_workspaces(acts.backward_workspaces if name == "train_step_1" else stepped)}
-        if sum(update.values()) >= sum(backward.values()):
-            live = "the gradients in flight" if streams else "every gradient"
-            return PhaseEstimate(name, f"optimizer update: the state and {live} live", update)
-        return PhaseEstimate(name, "backward pass: saved activations and a gradient pair live", backward)
-
-    def resting(name: str, moment: str, extra: dict[str, int]) -> PhaseEstimate:
-        kept = {"weights": weights, "inputs": inputs, "optimizer_state": state_by(name)}
-        if accumulator and state_by(name):  # the accumulator is made with the state (optax.MultiSteps.init)
-            kept["accumulated_gradients"] = accumulator
-        if name == "inference" and kind == "train":
-            kept |= ({"gradients": trainable} if rules.keeps_gradients else {}) | _workspaces(stepped)
-        elif name == "inference":
-            kept |= _workspaces(forward.inference_workspaces)
-        return PhaseEstimate(name, moment, kept | extra)
-
-    phases = []
-    for name in phase_names:
-        if name in ("import", "context"):
-            phases.append(PhaseEstimate(name, "no model yet: measured constants only"))
-        elif name == "build":
-            if rules.batch_drawn_directly:  # the batch comes after the weights: their draws' temporaries are gone
-                temporaries = max(init_copies * largest - inputs, 0)
-            else:
-                temporaries = init_copies * max(largest, math.prod(spec.input_shape) * batch * size, labels)
-            phases.append(resting(name, "drawing the largest random tensor (a parameter or the batch)",
-                                  {"init_temporaries": temporaries}))
-        elif name == "compile":
-            phases.append(resting(name, "model built, nothing run", {}))
-        elif name.startswith("train_step"):
-            phases.append(train_step(name))
-        elif name == "inference" and technique == "tracked":
-            phases.append(resting(name, "forward pass with tracking: what a backward pass needs is kept",
-                                  {"saved_activations": forward.saved, "transient": forward.inference_transient}))
-        elif name == "inference":
-            phases.append(resting(name, "forward pass, no gradient tracking",
-                                  {"transient": forward.inference_transient}))
-    if device in rules.caching_on and technique in rules.ordered_techniques:
-        phases = _cached_segments(phases, eager_order(spec, rules, ops, kind, batch, size, technique, device,
-                                                       optimizer, workspace, (math.prod(spec.input_shape) * batch
-                                                                              * size, labels), init_copies))
-    elif device in rules.keeps_pages_on and technique != "empty_cache":
-        phases = _pages_kept(phases)
-    if pool_grows and device in rules.bfc_on:
-        phases = _grown_pool(phases, spec, rules, size, (math.prod(spec.input_shape) * batch * size, labels))
+    size, batch = DTYPES[dtype], batch or spec.default_batch
+    s = _scenario(spec, kind, batch, optimizer, RULES[rules_name], size, device, technique, blas_workspace)
+    phases = [phase for phase in (_phase(s, name) for name in PHASES[kind]) if phase is not None]
     return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
-                    tuple(phases), floor(spec, kind, batch, optimizer, size, technique), hand_count(spec),
-                    spec.param_count, len(spec.layers))
+                    tuple(_allocated(s, phases, pool_grows)), floor(spec, kind, batch, optimizer, size, technique),
+                    hand_count(spec), spec.param_count, len(spec.layers))
