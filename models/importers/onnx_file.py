@@ -280,21 +280,11 @@ class _Importer:
         if node.domain not in ("", "ai.onnx"):
             raise _Refused(f"is a custom op; the spec's layers are the standard ops {SUPPORTED}")
         if op == "Constant":
-            if "value" not in attributes:
-                raise _Refused("holds a sparse or list value; the importer reads tensor constants")
-            self.constants[node.output[0]] = numpy_helper.to_array(attributes["value"])
+            self._constant_node(node, attributes)
         elif op == "Identity" and node.input[0] in self.constants:  # torch's exporter aliases weights so
             self.constants[node.output[0]] = self.constants[node.input[0]]
         elif op in ("Identity", "Dropout"):
-            if len(node.output) > 1 and node.output[1]:
-                raise _Refused("outputs its mask; the spec's dropout does not")
-            value = self._value(node, 0)
-            if op == "Dropout":
-                ratio = self._constant(node, 1, "ratio")
-                rate = 0.5 if ratio is None else _float(ratio)
-                self._set(node, self._emit(label, "dropout", [value.spec], rate=rate), value.layout)
-            else:
-                self.tensors[node.output[0]] = value
+            self._identity(node, label)
         elif op == "Conv":
             self._conv(node, attributes, label)
         elif op == "BatchNormalization":
@@ -302,56 +292,21 @@ class _Importer:
         elif op in ("Gemm", "MatMul"):
             self._dense(node, attributes, label)
         elif op in ELEMENTWISE:
-            value = self._value(node, 0)
-            silu = self._sole_reader(node.output[0], "Mul") if op == "Sigmoid" else None
-            if silu is not None and sorted(silu.input) == sorted([node.input[0], node.output[0]]):
-                self.folded.add(id(silu))  # x * sigmoid(x): one silu layer
-                self.tensors[silu.output[0]] = _Tensor(self._emit(silu.name or label, "silu", [value.spec]),
-                                                       value.layout)
-            else:
-                self._set(node, self._emit(label, ELEMENTWISE[op], [value.spec]), value.layout)
+            self._elementwise(node, label)
         elif op == "Clip":
-            value = self._value(node, 0)
-            low, high = self._constant(node, 1, "min"), self._constant(node, 2, "max")
-            bounds = (None if low is None else _float(low), None if high is None else _float(high))
-            if bounds not in ((0.0, 6.0), (0.0, None)):
-                raise _Refused(f"clips to {bounds}; the spec has relu (0, None) and relu6 (0, 6)")
-            self._set(node, self._emit(label, "relu6" if bounds[1] else "relu", [value.spec]), value.layout)
+            self._clip(node, label)
         elif op == "Gelu":
-            value = self._value(node, 0)
-            approximate = _text(attributes.get("approximate", "none")) == "tanh"
-            self._set(node, self._emit(label, "gelu", [value.spec], approximate=approximate), value.layout)
+            self._gelu(node, attributes, label)
         elif op == "LayerNormalization":
             self._layernorm(node, attributes, label)
         elif op in ("Add", "Mul"):
-            values = [self._value(node, 0), self._value(node, 1)]
-            if len({value.layout for value in values}) != 1:
-                raise _Refused("joins tensors of different layouts")
-            kind = "add" if op == "Add" else "multiply"
-            self._set(node, self._emit(label, kind, [value.spec for value in values]), values[0].layout)
+            self._join(node, label)
         elif op == "Concat":
-            values = [self._value(node, i) for i in range(len(node.input))]
-            rank = len(self.shapes[values[0].spec]) + 1
-            channels = 1 if values[0].layout == FIRST else rank - 1
-            if len({value.layout for value in values}) != 1 or isinstance(values[0].layout, tuple) or \
-                    _axis(int(attributes["axis"]), rank) != channels:
-                raise _Refused(f"joins axis {attributes['axis']}; the spec's concat joins channels")
-            self._set(node, self._emit(label, "concat", [value.spec for value in values]), values[0].layout)
+            self._concat(node, attributes, label)
         elif op in ("MaxPool", "AveragePool"):
             self._pool(node, attributes, label)
         elif op in ("GlobalAveragePool", "ReduceMean"):
-            value = self._value(node, 0)
-            self._image_shape(value)
-            if op == "ReduceMean":
-                axes = attributes.get("axes")
-                if axes is None:  # opset 18 on: an input
-                    given = self._constant(node, 1, "axes")
-                    axes = [] if given is None else given.reshape(-1).tolist()
-                if sorted(_axis(int(a), 4) for a in axes) != [2, 3]:
-                    raise _Refused(f"averages axes {axes}; the spec's global_avg_pool averages H and W (2, 3)")
-            keepdims = op == "GlobalAveragePool" or bool(attributes.get("keepdims", 1))
-            self._set(node, self._emit(label, "global_avg_pool", [value.spec], keepdims=keepdims),
-                      FIRST if keepdims else SAME)
+            self._global_pool(node, attributes, label)
         elif op == "Flatten":
             if _axis(int(attributes.get("axis", 1)), len(self.shapes[self._value(node, 0).spec]) + 1) != 1:
                 raise _Refused(f"flattens from axis {attributes['axis']}; the spec's flatten keeps only the batch")
@@ -359,28 +314,112 @@ class _Importer:
         elif op == "Reshape":
             self._reshape(node, attributes, label)
         elif op == "Transpose":
-            value = self._value(node, 0)
-            perm = tuple(attributes.get("perm", ()))
-            moves = {(FIRST, TO_LAST): SAME, (SAME, TO_FIRST): FIRST}
-            if (value.layout, perm) in moves and len(self.shapes[value.spec]) == 3:
-                self._set(node, value.spec, moves[(value.layout, perm)])
-            elif perm != (0, 1):
-                raise _Refused(f"permutes {list(perm)}; the importer follows only NCHW <-> NHWC transposes")
-            else:
-                self.tensors[node.output[0]] = value
+            self._transpose(node, attributes)
         elif op == "Pad":
             self._pad(node, attributes, label)
         elif op == "Resize":
             self._resize(node, attributes, label)
         elif op in ("Softmax", "LogSoftmax"):
-            value = self._value(node, 0)
-            if node.output[0] != output or len(self.shapes[value.spec]) != 1 or isinstance(value.layout, tuple):
-                raise _Refused("is not over the class scores at the output; the spec's softmax is its "
-                               "cross_entropy loss's own")
-            self.loss = "cross_entropy"
-            self.tensors[node.output[0]] = value
+            self._softmax(node, output)
         else:
             raise _Refused(f"has no counterpart in the spec: the importer maps {SUPPORTED}")
+
+    def _constant_node(self, node: onnx.NodeProto, attributes: dict) -> None:
+        """A Constant node: its tensor becomes a constant that later nodes read as weights or arguments."""
+        if "value" not in attributes:
+            raise _Refused("holds a sparse or list value; the importer reads tensor constants")
+        self.constants[node.output[0]] = numpy_helper.to_array(attributes["value"])
+
+    def _identity(self, node: onnx.NodeProto, label: str) -> None:
+        """Identity passes its value on; Dropout (the identity in inference) becomes the spec's dropout."""
+        if len(node.output) > 1 and node.output[1]:
+            raise _Refused("outputs its mask; the spec's dropout does not")
+        value = self._value(node, 0)
+        if node.op_type == "Dropout":
+            ratio = self._constant(node, 1, "ratio")
+            rate = 0.5 if ratio is None else _float(ratio)
+            self._set(node, self._emit(label, "dropout", [value.spec], rate=rate), value.layout)
+        else:
+            self.tensors[node.output[0]] = value
+
+    def _elementwise(self, node: onnx.NodeProto, label: str) -> None:
+        """An activation (ELEMENTWISE), folding x * sigmoid(x) into one silu layer."""
+        value = self._value(node, 0)
+        silu = self._sole_reader(node.output[0], "Mul") if node.op_type == "Sigmoid" else None
+        if silu is not None and sorted(silu.input) == sorted([node.input[0], node.output[0]]):
+            self.folded.add(id(silu))  # x * sigmoid(x): one silu layer
+            self.tensors[silu.output[0]] = _Tensor(self._emit(silu.name or label, "silu", [value.spec]), value.layout)
+        else:
+            self._set(node, self._emit(label, ELEMENTWISE[node.op_type], [value.spec]), value.layout)
+
+    def _clip(self, node: onnx.NodeProto, label: str) -> None:
+        """Clip as the spec's relu (0, None) or relu6 (0, 6), the only bounds it has."""
+        value = self._value(node, 0)
+        low, high = self._constant(node, 1, "min"), self._constant(node, 2, "max")
+        bounds = (None if low is None else _float(low), None if high is None else _float(high))
+        if bounds not in ((0.0, 6.0), (0.0, None)):
+            raise _Refused(f"clips to {bounds}; the spec has relu (0, None) and relu6 (0, 6)")
+        self._set(node, self._emit(label, "relu6" if bounds[1] else "relu", [value.spec]), value.layout)
+
+    def _gelu(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """Gelu, exact or with the tanh approximation as its attribute says."""
+        value = self._value(node, 0)
+        approximate = _text(attributes.get("approximate", "none")) == "tanh"
+        self._set(node, self._emit(label, "gelu", [value.spec], approximate=approximate), value.layout)
+
+    def _join(self, node: onnx.NodeProto, label: str) -> None:
+        """Add or Mul of two tensors of one layout, as the spec's add or multiply."""
+        values = [self._value(node, 0), self._value(node, 1)]
+        if len({value.layout for value in values}) != 1:
+            raise _Refused("joins tensors of different layouts")
+        kind = "add" if node.op_type == "Add" else "multiply"
+        self._set(node, self._emit(label, kind, [value.spec for value in values]), values[0].layout)
+
+    def _concat(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """Concat over the channels of tensors of one layout, the only join the spec's concat makes."""
+        values = [self._value(node, i) for i in range(len(node.input))]
+        rank = len(self.shapes[values[0].spec]) + 1
+        channels = 1 if values[0].layout == FIRST else rank - 1
+        if len({value.layout for value in values}) != 1 or isinstance(values[0].layout, tuple) or \
+                _axis(int(attributes["axis"]), rank) != channels:
+            raise _Refused(f"joins axis {attributes['axis']}; the spec's concat joins channels")
+        self._set(node, self._emit(label, "concat", [value.spec for value in values]), values[0].layout)
+
+    def _global_pool(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """GlobalAveragePool, or a ReduceMean over H and W, as the spec's global_avg_pool."""
+        value = self._value(node, 0)
+        self._image_shape(value)
+        if node.op_type == "ReduceMean":
+            axes = attributes.get("axes")
+            if axes is None:  # opset 18 on: an input
+                given = self._constant(node, 1, "axes")
+                axes = [] if given is None else given.reshape(-1).tolist()
+            if sorted(_axis(int(a), 4) for a in axes) != [2, 3]:
+                raise _Refused(f"averages axes {axes}; the spec's global_avg_pool averages H and W (2, 3)")
+        keepdims = node.op_type == "GlobalAveragePool" or bool(attributes.get("keepdims", 1))
+        self._set(node, self._emit(label, "global_avg_pool", [value.spec], keepdims=keepdims),
+                  FIRST if keepdims else SAME)
+
+    def _transpose(self, node: onnx.NodeProto, attributes: dict) -> None:
+        """A transpose between NCHW and NHWC changes only the layout the importer tracks; no layer is made."""
+        value = self._value(node, 0)
+        perm = tuple(attributes.get("perm", ()))
+        moves = {(FIRST, TO_LAST): SAME, (SAME, TO_FIRST): FIRST}
+        if (value.layout, perm) in moves and len(self.shapes[value.spec]) == 3:
+            self._set(node, value.spec, moves[(value.layout, perm)])
+        elif perm != (0, 1):
+            raise _Refused(f"permutes {list(perm)}; the importer follows only NCHW <-> NHWC transposes")
+        else:
+            self.tensors[node.output[0]] = value
+
+    def _softmax(self, node: onnx.NodeProto, output: str) -> None:
+        """A softmax over the class scores at the output is the cross_entropy loss's own: it sets the loss."""
+        value = self._value(node, 0)
+        if node.output[0] != output or len(self.shapes[value.spec]) != 1 or isinstance(value.layout, tuple):
+            raise _Refused("is not over the class scores at the output; the spec's softmax is its "
+                           "cross_entropy loss's own")
+        self.loss = "cross_entropy"
+        self.tensors[node.output[0]] = value
 
     def _conv(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         value = self._value(node, 0)
