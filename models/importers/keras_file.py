@@ -332,38 +332,13 @@ class _Importer:
     def _mapped(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
         """The spec layers for one Keras layer; returns the spec name of its output."""
         if kind == "ZeroPadding2D":
-            top, bottom, left, right = _pads(config["padding"])
-            readers = self.readers.get(name, [])
-            if len({top, bottom, left, right}) == 1 and len(readers) == 1 \
-                    and self._takes_padding(readers[0], top, inputs[0]):
-                self.padding[name] = top
-                return inputs[0]
-            return self._emit(name, "zeropad2d", inputs, top=top, bottom=bottom, left=left, right=right)
+            return self._zero_padding(name, config, inputs)
         if kind in CONVS:
             return self._conv(name, kind, config, inputs, owed)
         if kind in ("MaxPooling2D", "AveragePooling2D"):
-            pool = _square(config["pool_size"], "pool_size")
-            stride = _square(config.get("strides") or pool, "strides")
-            padding = owed or 0
-            if config.get("padding", "valid") == "same":
-                padding = self._same_pool_padding(kind, inputs[0], pool, stride)
-            return self._emit(name, "maxpool2d" if kind == "MaxPooling2D" else "avgpool2d", inputs, pool=pool,
-                              stride=stride, padding=padding)
-        if kind == "BatchNormalization":
-            self._norm_over_channels(config, inputs[0], "batch norm", "renorm", "renormalizes")
-            return self._emit(name, "batchnorm", inputs, epsilon=float(config.get("epsilon", 1e-3)),
-                              momentum=round(1 - float(config.get("momentum", 0.99)), 12))
-        if kind == "LayerNormalization":
-            self._norm_over_channels(config, inputs[0], "layernorm", "rms_scaling", "scales by the RMS")
-            return self._emit(name, "layernorm", inputs, epsilon=float(config.get("epsilon", 1e-3)))
-        if kind == "Normalization":
-            if not self._last_axis(config.get("axis", -1), inputs[0]) or config.get("invert"):
-                raise _Refused(f"normalizes axis {config.get('axis')!r} or inverts; the spec's normalize is over the "
-                               f"channel (last) axis and does not invert")
-            if config.get("mean") is not None or config.get("variance") is not None:
-                raise _Refused("holds its mean and variance as constants in its config, not as weights; the spec's "
-                               "normalize holds them as state (give none, and adapt() the layer)")
-            return self._emit(name, "normalize", inputs)
+            return self._pool(name, kind, config, inputs, owed)
+        if kind in ("BatchNormalization", "LayerNormalization", "Normalization"):
+            return self._normalization(name, kind, config, inputs)
         if kind == "Dense":
             units, bias = int(config["units"]), bool(config.get("use_bias", True))
             if len(self.shapes[inputs[0]]) == 3:  # on each pixel's channels: a 1x1 conv's weights and arithmetic
@@ -376,6 +351,54 @@ class _Importer:
             return self._emit(name, "relu6" if top == 6 else "relu", inputs)
         if kind == "Activation":
             return inputs[0]  # its activation follows, as any layer's
+        if kind in ("Rescaling", "UpSampling2D", "Reshape", "GlobalAveragePooling2D", "Dropout"):
+            return self._reshaped(name, kind, config, inputs)
+        if kind in ("Flatten", "Add", "Multiply", "Concatenate"):
+            return self._joined(name, kind, config, inputs)
+        raise _Refused("has no counterpart in the spec: its layers are convs (grouped, depthwise, separable), batch "
+                       "and layer norm, normalization, rescaling, dense, pools, padding, upsampling, reshape, "
+                       "dropout, flatten, activations, add, multiply and concat (docs/models.md)")
+
+    def _zero_padding(self, name: str, config: dict, inputs: list[str]) -> str:
+        """A ZeroPadding2D: owed to its sole reader where that layer can pad alike on every side, else zeropad2d."""
+        top, bottom, left, right = _pads(config["padding"])
+        readers = self.readers.get(name, [])
+        if len({top, bottom, left, right}) == 1 and len(readers) == 1 \
+                and self._takes_padding(readers[0], top, inputs[0]):
+            self.padding[name] = top
+            return inputs[0]
+        return self._emit(name, "zeropad2d", inputs, top=top, bottom=bottom, left=left, right=right)
+
+    def _pool(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
+        """A max or average pool, with the padding it was owed or its 'same' padding."""
+        pool = _square(config["pool_size"], "pool_size")
+        stride = _square(config.get("strides") or pool, "strides")
+        padding = owed or 0
+        if config.get("padding", "valid") == "same":
+            padding = self._same_pool_padding(kind, inputs[0], pool, stride)
+        return self._emit(name, "maxpool2d" if kind == "MaxPooling2D" else "avgpool2d", inputs, pool=pool,
+                          stride=stride, padding=padding)
+
+    def _normalization(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
+        """Batch norm, layer norm or a Normalization layer, each only over the channel (last) axis."""
+        if kind == "BatchNormalization":
+            self._norm_over_channels(config, inputs[0], "batch norm", "renorm", "renormalizes")
+            return self._emit(name, "batchnorm", inputs, epsilon=float(config.get("epsilon", 1e-3)),
+                              momentum=round(1 - float(config.get("momentum", 0.99)), 12))
+        if kind == "LayerNormalization":
+            self._norm_over_channels(config, inputs[0], "layernorm", "rms_scaling", "scales by the RMS")
+            return self._emit(name, "layernorm", inputs, epsilon=float(config.get("epsilon", 1e-3)))
+        if not self._last_axis(config.get("axis", -1), inputs[0]) or config.get("invert"):
+            raise _Refused(f"normalizes axis {config.get('axis')!r} or inverts; the spec's normalize is over the "
+                           f"channel (last) axis and does not invert")
+        if config.get("mean") is not None or config.get("variance") is not None:
+            raise _Refused("holds its mean and variance as constants in its config, not as weights; the spec's "
+                           "normalize holds them as state (give none, and adapt() the layer)")
+        return self._emit(name, "normalize", inputs)
+
+    def _reshaped(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
+        """The one-input layers without weights that change a tensor's values or shape: rescaling, upsampling,
+        reshape, global average pooling and dropout."""
         if kind == "Rescaling":
             scale, offset = config.get("scale", 1.0), config.get("offset", 0.0)
             if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in (scale, offset)):
@@ -392,26 +415,18 @@ class _Importer:
             return self._emit(name, "reshape", inputs, shape=self._target_shape(config["target_shape"], inputs[0]))
         if kind == "GlobalAveragePooling2D":
             return self._emit(name, "global_avg_pool", inputs, keepdims=bool(config.get("keepdims", False)))
-        if kind == "Dropout":
-            noise, rank = config.get("noise_shape"), len(self.shapes[inputs[0]])
-            if noise is not None and list(noise) != [None] + [1] * rank:
-                raise _Refused(f"draws its mask with noise_shape {noise!r}; the spec's dropout draws one per value, "
-                               f"or one per example ({[None] + [1] * rank!r})")
-            return self._emit(name, "dropout", inputs, rate=float(config.get("rate", 0.5)),
-                              per_example=noise is not None)
-        if kind == "Flatten":
-            return self._emit(name, "flatten", inputs)
-        if kind == "Add":
-            return self._emit(name, "add", inputs)
-        if kind == "Multiply":
-            return self._emit(name, "multiply", inputs)
-        if kind == "Concatenate":
-            if config.get("axis", -1) not in (-1, len(self.shapes[inputs[0]])):
-                raise _Refused(f"joins axis {config.get('axis')!r}; the spec's concat joins channels (axis -1)")
-            return self._emit(name, "concat", inputs)
-        raise _Refused("has no counterpart in the spec: its layers are convs (grouped, depthwise, separable), batch "
-                       "and layer norm, normalization, rescaling, dense, pools, padding, upsampling, reshape, "
-                       "dropout, flatten, activations, add, multiply and concat (docs/models.md)")
+        noise, rank = config.get("noise_shape"), len(self.shapes[inputs[0]])
+        if noise is not None and list(noise) != [None] + [1] * rank:
+            raise _Refused(f"draws its mask with noise_shape {noise!r}; the spec's dropout draws one per value, "
+                           f"or one per example ({[None] + [1] * rank!r})")
+        return self._emit(name, "dropout", inputs, rate=float(config.get("rate", 0.5)), per_example=noise is not None)
+
+    def _joined(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
+        """Flatten and the layers that join tensors: add, multiply and concat (over the channels only)."""
+        if kind == "Concatenate" and config.get("axis", -1) not in (-1, len(self.shapes[inputs[0]])):
+            raise _Refused(f"joins axis {config.get('axis')!r}; the spec's concat joins channels (axis -1)")
+        return self._emit(name, {"Flatten": "flatten", "Add": "add", "Multiply": "multiply",
+                                 "Concatenate": "concat"}[kind], inputs)
 
     def _conv(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
         """A Conv2D, a DepthwiseConv2D (a conv2d of groups = channels), or a SeparableConv2D: that depthwise conv,
