@@ -216,6 +216,65 @@ def recomputed_runs(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Ten
     return kept - {INPUT}, [run_of.get(op.layer) for op in ops]
 
 
+def _backward_worst(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Tensors, views: set[int],
+                    kept: set[int], savers: dict[int, list[int]], extras: list[int], group: list[int | None],
+                    saved: int, value: int, device: str, workspace: int,
+                    matmuls: list[int]) -> tuple[int, int, int, int]:
+    """The training step's worst moment, swept from the last step back (and the forward's end where the call holds
+    its outputs): (total, held, gradients, workspaces) bytes."""
+    count = len(ops)
+    pending = _pending(group, [*((steps_, value * tensors.elements[tensor]) for tensor, steps_ in savers.items()),
+                               *(([index], extra) for index, extra in enumerate(extras) if extra)])
+    # a kept tensor is freed once the backward has passed every step that reads it (its run's recomputation included)
+    held_inputs = _over_steps(count, ((-1 if rules.holds_run_inputs else tensors.first_reader[tensor], count,
+                                       value * tensors.elements[tensor]) for tensor in kept))
+    spanning = _spanning(tensors, count)
+    largest = max((o.largest_weight for o in ops), default=0)
+    forward_workspace = workspace if matmuls else 0  # the forward is over: its thread's workspace exists
+    worst, after = (0, 0, 0, 0), 0
+    for index in reversed(range(count)):
+        held = held_inputs[index] + pending[index]
+        grads = min(after, largest * rules.in_flight) if device in rules.streams_on else after
+        flowing = value * _gradients(tensors, index, index in views, spanning[index])
+        libraries = forward_workspace + (workspace if matmuls and index <= matmuls[-1] else 0)
+        worst = max(worst, (held + flowing + grads + libraries, held, grads, libraries))
+        after += ops[index].weight_bytes
+    if rules.holds_outputs:  # at the forward's end the call still holds the outputs nothing saved
+        kept_tensors = kept | {tensor for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_)}
+        unsaved = _held(spec, ops, tensors, group) - kept_tensors
+        held_outputs = saved + value * sum(tensors.elements[tensor] for tensor in unsaved)
+        worst = max(worst, (held_outputs + forward_workspace, saved, 0, forward_workspace))
+    return worst
+
+
+def _forward_transient(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Tensors, views: set[int],
+                       savers: dict[int, list[int]], extras: list[int], group: list[int | None], technique: str,
+                       value: int, workspace: int, matmuls: list[int]) -> tuple[int, int]:
+    """Inference's peak beyond what is kept, with the forward thread's workspace it includes: (total, workspace)."""
+    count = len(ops)
+    infer_views = view_steps(spec, ops, technique, training=False)
+    forward = tensors if infer_views == views else tensors_of(spec, ops, infer_views)
+    live = [elements * value for elements in _live(forward, count)]  # bytes
+    def forward_held(index: int) -> int:  # the forward thread's workspace, once it has multiplied
+        return workspace if matmuls and index >= matmuls[0] else 0
+
+    if technique == "tracked":  # beyond what the backward needs (kept from its step on), what else is live when
+        unsaved = _over_steps(count, ((tensor, forward.last_reader[tensor] + 1, elements)
+                                      for tensor, elements in forward.elements.items() if tensor not in savers))
+        unmade = _over_steps(count, ((0, tensor, elements) for tensor, elements in forward.elements.items()
+                                     if tensor in savers))
+        extras_after = [*list(accumulate(reversed(extras)))[-2::-1], 0]  # kept by the steps after each
+        live = [value * (unsaved[index] - unmade[index]) - extras_after[index] for index in range(count)]
+    # (0, 0) where every step is a view: nothing is made beside the batch (counted with the inputs)
+    transient = max(((max(live[index], 0) + forward_held(index), forward_held(index))
+                     for index in range(count) if index not in infer_views), default=(0, 0))
+    if rules.holds_outputs:  # the call holds every output until it returns: its peak is at the end, past any matmul
+        forward_workspace = workspace if matmuls else 0
+        transient = max(transient, (value * _held_peak(spec, ops, forward, group) + forward_workspace,
+                                    forward_workspace))
+    return transient
+
+
 def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
                 activation_bytes: int | None = None, device: str = "cpu", workspace: int = 0, *,
                 ops: list[Step] | None = None) -> Activations:
@@ -244,47 +303,10 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     saved = loss_residual + kept_always + value * sum(
         tensors.elements[tensor] for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_))
     saved += sum(extra for index, extra in enumerate(extras) if group[index] is None)
-    count = len(ops)
-    # a kept tensor is freed once the backward has passed every step that reads it (its run's recomputation included)
-    held_inputs = _over_steps(count, ((-1 if rules.holds_run_inputs else tensors.first_reader[tensor], count,
-                                       value * tensors.elements[tensor]) for tensor in kept))
-    pending = _pending(group, [*((steps_, value * tensors.elements[tensor]) for tensor, steps_ in savers.items()),
-                               *(([index], extra) for index, extra in enumerate(extras) if extra)])
-    spanning = _spanning(tensors, count)
-    largest = max((o.largest_weight for o in ops), default=0)
     matmuls = [index for index, op in enumerate(ops) if op.kind == "dense"] if workspace else []
-    forward_workspace = workspace if matmuls else 0  # the forward is over: its thread's workspace exists
-    worst, after = (0, 0, 0, 0), 0
-    for index in reversed(range(count)):
-        held = held_inputs[index] + pending[index]
-        grads = min(after, largest * rules.in_flight) if device in rules.streams_on else after
-        flowing = value * _gradients(tensors, index, index in views, spanning[index])
-        libraries = forward_workspace + (workspace if matmuls and index <= matmuls[-1] else 0)
-        worst = max(worst, (held + flowing + grads + libraries, held, grads, libraries))
-        after += ops[index].weight_bytes
-    if rules.holds_outputs:  # at the forward's end the call still holds the outputs nothing saved
-        kept_tensors = kept | {tensor for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_)}
-        unsaved = _held(spec, ops, tensors, group) - kept_tensors
-        held_outputs = saved + value * sum(tensors.elements[tensor] for tensor in unsaved)
-        worst = max(worst, (held_outputs + forward_workspace, saved, 0, forward_workspace))
-    infer_views = view_steps(spec, ops, technique, training=False)
-    forward = tensors if infer_views == views else tensors_of(spec, ops, infer_views)
-    live = [elements * value for elements in _live(forward, count)]  # bytes
-    def forward_held(index: int) -> int:  # the forward thread's workspace, once it has multiplied
-        return workspace if matmuls and index >= matmuls[0] else 0
-
-    if technique == "tracked":  # beyond what the backward needs (kept from its step on), what else is live when
-        unsaved = _over_steps(count, ((tensor, forward.last_reader[tensor] + 1, elements)
-                                      for tensor, elements in forward.elements.items() if tensor not in savers))
-        unmade = _over_steps(count, ((0, tensor, elements) for tensor, elements in forward.elements.items()
-                                     if tensor in savers))
-        extras_after = [*list(accumulate(reversed(extras)))[-2::-1], 0]  # kept by the steps after each
-        live = [value * (unsaved[index] - unmade[index]) - extras_after[index] for index in range(count)]
-    # (0, 0) where every step is a view: nothing is made beside the batch (counted with the inputs)
-    transient = max(((max(live[index], 0) + forward_held(index), forward_held(index))
-                     for index in range(count) if index not in infer_views), default=(0, 0))
-    if rules.holds_outputs:  # the call holds every output until it returns: its peak is at the end, past any matmul
-        transient = max(transient, (value * _held_peak(spec, ops, forward, group) + forward_workspace,
-                                    forward_workspace))
+    worst = _backward_worst(spec, rules, ops, tensors, views, kept, savers, extras, group, saved, value, device,
+                            workspace, matmuls)
+    transient = _forward_transient(spec, rules, ops, tensors, views, savers, extras, group, technique, value,
+                                   workspace, matmuls)
     return Activations(saved, max(worst[0] - worst[3], saved), worst[1], worst[2], transient[0] - transient[1],
                        worst[3], transient[1])
