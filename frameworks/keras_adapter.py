@@ -474,8 +474,8 @@ def _apply(parts: list, step: LayerShapes, values: dict[int, object], training: 
 
 
 @functools.cache
-def _classes() -> SimpleNamespace:
-    """The adapter's own Keras layers, defined once Keras is imported."""
+def _minus_infinity_padding() -> type:
+    """The max-pool padding layer, defined once Keras is imported."""
 
     class MinusInfinityPadding(keras.layers.Layer):
         """Pads height and width with minus infinity: torch's max-pool padding, which never wins the max."""
@@ -491,6 +491,13 @@ def _classes() -> SimpleNamespace:
         def compute_output_shape(self, shape: tuple) -> tuple:
             grown = tuple(None if size is None else size + 2 * self.padding for size in shape[1:3])
             return (shape[0], *grown, shape[3])
+
+    return MinusInfinityPadding
+
+
+@functools.cache
+def _recomputed() -> type:
+    """The recomputed-run layer, defined once Keras is imported."""
 
     class Recomputed(keras.layers.Layer):
         """A run of layers whose activations are recomputed in the backward pass: keras.remat, which is the
@@ -540,4 +547,10 @@ def _classes() -> SimpleNamespace:
         def compute_output_spec(self, inputs: object, training: bool | None = None) -> object:
             return self.specs[0] if len(self.specs) == 1 else list(self.specs)
 
-    return SimpleNamespace(MinusInfinityPadding=MinusInfinityPadding, Recomputed=Recomputed)
+    return Recomputed
+
+
+@functools.cache
+def _classes() -> SimpleNamespace:
+    """The adapter's own Keras layers, defined once Keras is imported."""
+    return SimpleNamespace(MinusInfinityPadding=_minus_infinity_padding(), Recomputed=_recomputed())
