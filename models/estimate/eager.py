@@ -236,6 +236,31 @@ class _Buffers:
 CAST_STEPS = ("conv2d", "dense")  # the steps autocast runs in half precision, on a half copy of their weights
 
 
+def _gradient_events(ops: list[Step], layer_weights: list[list[int]], casts: list[list[int]], tag: object,
+                     kept: bool) -> list[list]:
+    """Per step, its weights' gradients: kept in .grad, or (a later micro-batch's) added into it and freed; under
+    autocast a cast step's are made half, then cast to .grad's float32."""
+    per_op = []
+    for op, cast in zip(ops, casts, strict=True):
+        sizes = layer_weights[op.layer] if op.weight_bytes else []
+        keys = [("grad", op.layer, number) if kept else (tag, "grad", op.layer, number)
+                for number in range(len(sizes))]
+        halves = [((tag, "half grad", op.layer, number), copy) for number, copy in enumerate(cast)]
+        per_op.append(halves + list(zip(keys, sizes, strict=True)) + [(key, 0) for key, _ in halves]
+                      + ([] if kept else [(key, 0) for key in keys]))
+    return per_op
+
+
+def _update_events(rules: Rules, optimizer: str, device: str, step: int, weights: list[int]) -> list[Event]:
+    """The optimizer update's temporaries: all made then all freed, or one weight's at a time."""
+    scope, copies = rules.update_temporaries.get((optimizer, device), ("largest", 0))
+    temporaries = [(("update", step, index, copy), weight) for index, weight in enumerate(weights)
+                   for copy in range(copies)]
+    if scope == "all":
+        return temporaries + [(key, 0) for key, _ in temporaries]
+    return [event for pair in temporaries for event in (pair, (pair[0], 0))]
+
+
 def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch: int, size: int, technique: str,
                 device: str, optimizer: str, workspace: int, batch_tensors: tuple[int, int],
                 draw_copies: int) -> dict[str, list]:
@@ -244,29 +269,15 @@ def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch
     layer_weights = weight_sizes(spec, size)
     half = techniques.HALF_PRECISION.get(technique, 0)
     made: set[str] = set()
-
-    def cast(op: Step) -> list[int]:
-        return [weight * half // size for weight in layer_weights[op.layer]] if half and op.kind in CAST_STEPS else []
+    casts = [[weight * half // size for weight in layer_weights[op.layer]] if half and op.kind in CAST_STEPS else []
+             for op in ops]
 
     def one_pass(technique: str, examples: int, tag: object, autocast: bool = False) -> Pass:
         value = examples * (half if autocast and half else size)
         views, tensors, savers, extras = what_steps_keep(spec, rules, ops, technique, device, examples, value)
         kept, runs = recomputed_runs(spec, rules, ops, tensors, technique)
         return Pass(ops, tensors, views, savers, extras, value, ops[-1].outputs * value, rules.holds_outputs,
-                    workspace, made, tag, runs, kept, [cast(op) if autocast else [] for op in ops])
-
-    def gradients(tag: object, kept: bool) -> list[list]:
-        """Per step, its weights' gradients: kept in .grad, or (a later micro-batch's) added into it and freed; under
-        autocast a cast step's are made half, then cast to .grad's float32."""
-        per_op = []
-        for op in ops:
-            sizes = layer_weights[op.layer] if op.weight_bytes else []
-            keys = [("grad", op.layer, number) if kept else (tag, "grad", op.layer, number)
-                    for number in range(len(sizes))]
-            halves = [((tag, "half grad", op.layer, number), copy) for number, copy in enumerate(cast(op))]
-            per_op.append(halves + list(zip(keys, sizes, strict=True)) + [(key, 0) for key, _ in halves]
-                          + ([] if kept else [(key, 0) for key in keys]))
-        return per_op
+                    workspace, made, tag, runs, kept, [cast if autocast else [] for cast in casts])
 
     order: dict[str, list] = {"build": built(spec, size, batch_tensors, draw_copies), "compile": []}
     weights = [weight for sizes in layer_weights for weight in sizes]
@@ -283,16 +294,10 @@ def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch
                            (step, number), autocast=True)
             run.forward(keeping=True)
             run.loss()
-            run.backward(gradients((step, number), number == 0))
+            run.backward(_gradient_events(ops, layer_weights, casts, (step, number), number == 0))
             events += run.events
         events += [] if rules.state_before_step else state
-        scope, copies = rules.update_temporaries.get((optimizer, device), ("largest", 0))
-        temporaries = [(("update", step, index, copy), weight) for index, weight in enumerate(weights)
-                       for copy in range(copies)]
-        if scope == "all":
-            events += temporaries + [(key, 0) for key, _ in temporaries]
-        else:
-            events += [event for pair in temporaries for event in (pair, (pair[0], 0))]
+        events += _update_events(rules, optimizer, device, step, weights)
         if technique == "empty_cache":
             events.append(("empty_cache", 0))
         order[f"train_step_{step}"] = events
