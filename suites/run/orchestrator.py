@@ -301,6 +301,91 @@ def _fault_for(scenario: Scenario, fault: str | None) -> str | None:
     return fault if fault and only in ("", scenario.kind) else None
 
 
+def _unavailable(scenario: Scenario) -> dict:
+    """The record of a technique the framework does not have: recorded, not imitated, with no worker run."""
+    return scenario.bare_record() | {
+            "status": "unavailable",
+            "failure": {"phase": None, "message": scenario.unavailable, "recorded_by": ORCHESTRATOR},
+            "nvml": {"available": False, "reason": "not run"},
+            "run": {"git_commit": environment.git_commit(), "machine": environment.machine(), "wall_seconds": 0.0}}
+
+
+def _start_and_wait(scenario: Scenario, command: list[str], tmp: Path, log: Path, sampler: nvml.Sampler | None,
+                    source: nvml.NvmlSource | None, stop: threading.Event | None,
+                    timeout: float) -> tuple[int, str | None, bool, dict[str, str]]:
+    """Starts the worker, registered in `_RUNNING` under its lock, and waits for it; on any interruption the worker
+    (and the sampler) end before it propagates. Returns (exit code, why it gave up, timed out, the phase marks)."""
+    with log.open("wb") as output:
+        process: subprocess.Popen | None = None
+        try:
+            marks = sampler.open_marks() if sampler else {}  # a reading at each phase boundary, however short
+            # started and registered as one step: a stop finds it in `_RUNNING` (another thread's
+            # `stop_running`), or is raised once it is there (a stop raised inside Popen, after the fork, would
+            # leave the worker running unseen)
+            with interrupts.deferred(), _RUNNING_LOCK:
+                if stop is not None and stop.is_set():
+                    raise Stopped(f"{scenario.label}: stopped before its worker started")
+                process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp) | marks,
+                                           stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                                           start_new_session=True, pass_fds=sampler.worker_fds if sampler else ())
+                _RUNNING[process] = stop
+            if sampler:
+                sampler.close_worker_fds()
+                sampler.start(process.pid)
+            returncode, gave_up = _wait(process, log, timeout)
+            if process in _STOPPED:
+                raise Stopped(f"{scenario.label}: its worker was stopped")
+            timed_out = gave_up == "timeout"
+        except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
+            if process is not None:
+                _end(process)
+            if sampler and source:
+                sampler.stop()
+                source.close()
+            raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(process, None)
+                _STOPPED.discard(process)
+    return returncode, gave_up, timed_out, marks
+
+
+def _attach_nvml(record: dict, scenario: Scenario, sampler: nvml.Sampler | None, baseline: nvml.Sample | None,
+                 source: nvml.NvmlSource | None, no_source: str) -> None:
+    """Adds to the record what NVML saw during the run (and how isolated it was), or why there is no reading."""
+    if sampler and baseline and source:  # all three or none
+        record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
+        record["nvml"]["gpu"] = source.describe()
+        record["isolation"] = nvml.isolation(baseline, str(record["nvml"]["gpu"]["uuid"]))
+        source.close()
+        for warning in record["nvml"]["warnings"] + [f"not isolated: {reason}"
+                                                     for reason in record["isolation"]["reasons"]]:
+            print(f"footprint: warning: {scenario.label}: {warning}", file=sys.stderr)
+    else:
+        record["nvml"] = {"available": False, "reason": no_source}
+
+
+def _settle_status(record: dict, shape_fault: str | None, gave_up: str | None, oom: tuple[str, str | None] | None,
+                   returncode: int, timed_out: bool, output_tail: str, timeout: float,
+                   kills_before: dict[str, int]) -> None:
+    """Where the worker's own record cannot stand (malformed, unfinished, timed out, killed), the orchestrator's
+    status and failure replace it."""
+    if shape_fault:
+        record["status"], record["failure"] = "crashed", {"phase": None, "message": shape_fault,
+                                                          "recorded_by": ORCHESTRATOR}
+    elif gave_up == "allocator" and oom and record["status"] not in STATUSES:
+        record["status"] = "oom"
+        record["failure"] = {"phase": oom[1] or record.get("current_phase"), "message": (
+            f"out of memory, and the worker had not ended {ALLOCATOR_GRACE_S:g} s later (XLA's allocator retries "
+            f"each allocation for up to 10 s); the worker was killed after: {oom[0]}"),
+            "recorded_by": ORCHESTRATOR}
+    elif record["status"] not in STATUSES or timed_out:
+        status, message, phase = _outcome(record, returncode, timed_out, output_tail, timeout,
+                                          oom_kills.rose(kills_before, oom_kills.counts()))
+        record["status"] = status
+        record["failure"] = {"phase": phase, "message": message, "recorded_by": ORCHESTRATOR}
+
+
 def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None,
                  stop: threading.Event | None = None) -> dict:
     """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults (an
@@ -316,11 +401,7 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     fault = _fault_for(scenario, fault or os.environ.get("FOOTPRINT_FAULT") or None)
     scenario = replace(scenario, device=device.resolve(scenario.device))
     if scenario.unavailable:  # a technique the framework does not have: recorded, not imitated
-        return scenario.bare_record() | {
-                "status": "unavailable",
-                "failure": {"phase": None, "message": scenario.unavailable, "recorded_by": ORCHESTRATOR},
-                "nvml": {"available": False, "reason": "not run"},
-                "run": {"git_commit": environment.git_commit(), "machine": environment.machine(), "wall_seconds": 0.0}}
+        return _unavailable(scenario)
     python = interpreter(scenario.framework, scenario.device)
     source, no_source = _nvml_source(scenario)
     sampler = nvml.Sampler(source.read) if source else None
@@ -336,67 +417,15 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
         command = [python, "-m", "frameworks.worker", "scenario", write_scenario(scenario.to_dict(), tmp), str(out)]
         command += ["--fault", fault] if fault else []
         start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
-        with log.open("wb") as output:
-            process: subprocess.Popen | None = None
-            try:
-                marks = sampler.open_marks() if sampler else {}  # a reading at each phase boundary, however short
-                # started and registered as one step: a stop finds it in `_RUNNING` (another thread's
-                # `stop_running`), or is raised once it is there (a stop raised inside Popen, after the fork, would
-                # leave the worker running unseen)
-                with interrupts.deferred(), _RUNNING_LOCK:
-                    if stop is not None and stop.is_set():
-                        raise Stopped(f"{scenario.label}: stopped before its worker started")
-                    process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp) | marks,
-                                               stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                               start_new_session=True, pass_fds=sampler.worker_fds if sampler else ())
-                    _RUNNING[process] = stop
-                if sampler:
-                    sampler.close_worker_fds()
-                    sampler.start(process.pid)
-                returncode, gave_up = _wait(process, log, timeout)
-                if process in _STOPPED:
-                    raise Stopped(f"{scenario.label}: its worker was stopped")
-                timed_out = gave_up == "timeout"
-            except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
-                if process is not None:
-                    _end(process)
-                if sampler and source:
-                    sampler.stop()
-                    source.close()
-                raise
-            finally:
-                with _RUNNING_LOCK:
-                    _RUNNING.pop(process, None)
-                    _STOPPED.discard(process)
+        returncode, gave_up, timed_out, marks = _start_and_wait(scenario, command, tmp, log, sampler, source, stop,
+                                                                timeout)
         wall = time.monotonic() - start
         (record, shape_fault), output_tail = _read_record(out, scenario), _tail(log)
         oom = _out_of_memory_so_far(log)
     finally:
         _remove(tmp)
-    if sampler and baseline and source:  # all three or none
-        record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
-        record["nvml"]["gpu"] = source.describe()
-        record["isolation"] = nvml.isolation(baseline, str(record["nvml"]["gpu"]["uuid"]))
-        source.close()
-        for warning in record["nvml"]["warnings"] + [f"not isolated: {reason}"
-                                                     for reason in record["isolation"]["reasons"]]:
-            print(f"footprint: warning: {scenario.label}: {warning}", file=sys.stderr)
-    else:
-        record["nvml"] = {"available": False, "reason": no_source}
-    if shape_fault:
-        record["status"], record["failure"] = "crashed", {"phase": None, "message": shape_fault,
-                                                          "recorded_by": ORCHESTRATOR}
-    elif gave_up == "allocator" and oom and record["status"] not in STATUSES:
-        record["status"] = "oom"
-        record["failure"] = {"phase": oom[1] or record.get("current_phase"), "message": (
-            f"out of memory, and the worker had not ended {ALLOCATOR_GRACE_S:g} s later (XLA's allocator retries "
-            f"each allocation for up to 10 s); the worker was killed after: {oom[0]}"),
-            "recorded_by": ORCHESTRATOR}
-    elif record["status"] not in STATUSES or timed_out:
-        status, message, phase = _outcome(record, returncode, timed_out, output_tail, timeout,
-                                          oom_kills.rose(kills_before, oom_kills.counts()))
-        record["status"] = status
-        record["failure"] = {"phase": phase, "message": message, "recorded_by": ORCHESTRATOR}
+    _attach_nvml(record, scenario, sampler, baseline, source, no_source)
+    _settle_status(record, shape_fault, gave_up, oom, returncode, timed_out, output_tail, timeout, kills_before)
     record["run"] = {
         "interpreter": python,
         "exit_code": returncode,
