@@ -71,7 +71,7 @@ SUITES: dict[str, tuple[Part, ...]] = {
     # story 3 (keras200m, train and infer), story 1 (heatmap68, inference only) and the net people train
     # (resnet50 at batch 8, train and infer: batch norm, residuals, activations larger than the weights);
     # keras-small is measured across batches by the sweeps suite. Sized to finish within 8 minutes on the
-    # 2-core CPU machine and near 5 on a GPU box with every framework (README: how long each suite takes).
+    # 2-core CPU machine and near 5 on a GPU box with every framework (docs/usage.md: how long each suite takes).
     # On a GPU each pooling framework runs again with its pool off: what a framework takes by default (its pool),
     # what it holds without the pool and what the model needs are three figures (the headline's columns).
     "default": (Part(models=("keras200m",), without_pool=True),
@@ -96,7 +96,7 @@ SUITES: dict[str, tuple[Part, ...]] = {
     ),
     # every framework's execution modes (models.executions): story 1's net trained and inferred, and story 3's
     # keras200m inferred. resnet50 is left out: on the 2-core CPU torch.compile of its training step alone took
-    # 147 s at batch 2 (cold cache), and the suite must finish within 10 minutes there (README).
+    # 147 s at batch 2 (cold cache), and the suite must finish within 10 minutes there (docs/usage.md).
     "compile": (Part(models=("heatmap68",), every_execution_mode=True),
                 Part(models=("keras200m",), kinds=("infer",), every_execution_mode=True)),
     "fit": (),  # questions, not scenarios: FIT_QUESTIONS
