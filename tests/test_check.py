@@ -97,6 +97,17 @@ def test_the_small_form_runs_every_piece_resumes_after_its_limit_and_leaves_the_
     assert "The default suite took" in page
 
 
+def test_an_earlier_run_file_that_cannot_be_read_carries_nothing_and_says_so(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture) -> None:
+    """A corrupt run file of an earlier piece (default's) is passed over in one line, not a traceback: the later
+    piece (techniques) then measures its probes itself."""
+    (tmp_path / "default-cpu.json").write_text("{not json")
+    techniques = next(piece for piece in PIECES if piece.name == "techniques")
+    assert check.carry_probes(techniques, tmp_path, "cpu", ["torch"]) == 0
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "default-cpu.json cannot be read as a run file" in said
+
+
 def test_carried_wheels_go_into_a_keras_interpreter_that_lacks_keras(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU image without a registry: Keras comes from wheels carried there (a stand-in wheel here), installed
