@@ -172,19 +172,26 @@ def command(piece: Piece, resolved: str, chosen: list[str], quick: bool) -> tupl
 def carry_probes(piece: Piece, target: Path, resolved: str, names: list[str]) -> int:
     """Every suite runs the probes first (their constants feed its estimates): a suite piece not yet begun is given
     the probes' records an earlier piece of this check measured (same folder: one commit, one machine, one device)
-    for its frameworks, so the check measures each probe once. Returns how many it was given."""
+    for its frameworks, so the check measures each probe once; an earlier run file that cannot be read is passed over,
+    said in one line. Returns how many it was given."""
     if not piece.suite or not SUITES[piece.suite]:  # a test piece, or the fit suite's questions: no probes
         return 0
     path = target / piece.run_file(resolved)
     if path.exists() or runfile.store_of(path).exists():
         return 0
     measured: dict[str, dict] = {}
-    for earlier in PIECES[:PIECES.index(piece)]:
-        source = target / str(earlier.run_file(resolved))
-        if earlier.suite and source.exists():
-            measured |= {runfile.identity(record["scenario"]): record for record in runfile.load(source)["records"]
-                         if record["scenario"]["model"] in PROBES and record["scenario"]["framework"] in names
-                         and record["status"] == "ok"}
+    for source in (target / name for earlier in PIECES[:PIECES.index(piece)] if (name := earlier.run_file(resolved))):
+        if not source.exists():
+            continue
+        try:
+            records = runfile.load(source)["records"]
+        except (OSError, ValueError) as error:  # as runfile.stored_records does: said in one line, never merged
+            print(f"footprint check: warning: {source} cannot be read as a run file ({error}); its probes are not "
+                  f"carried: {piece.name} measures them itself", file=sys.stderr, flush=True)
+            continue
+        measured |= {runfile.identity(record["scenario"]): record for record in records
+                     if record["scenario"]["model"] in PROBES and record["scenario"]["framework"] in names
+                     and record["status"] == "ok"}
     runfile.carry(path, list(measured.values()))
     return len(measured)
 

@@ -41,9 +41,12 @@ class Piece:
 
 # on the 2-core CPU the small forms run two workers at once: host peaks are per process (`bench --jobs`)
 SMALL = ("--jobs", "2")
+# The small forms' models: each worker is seconds of imports on the CPU, so each suite's small form runs the fewest
+# scenarios that still take its own path: the default suite on the probe (its models then are the probes, which
+# every later suite is given), the probes suite on the probes and one probe of a layer kind.
 PIECES = (
     Piece("default", "the default suite (keras200m, heatmap68, resnet50; on a GPU each pool off too)", "default",
-          quick=("--models", "keras-small", *SMALL)),
+          quick=("--models", "probe", *SMALL)),
     Piece("fit", "the fit suite: the stories' does-it-fit questions, each probe's record kept", "fit",
           ("--timeout", "240"), ("--models", "heatmap68", "--timeout", "240"), ("torch",)),
     Piece("techniques", "the techniques suite: the tricks on plain-16 and on the real nets (resnet50, densenet121)",
@@ -57,7 +60,7 @@ PIECES = (
     Piece("faults", "the fault matrix's device rows: out of memory, outside SIGKILL, SIGTERM of a bench, the budget "
           "probe that once hung, for torch and JAX", tests="tests/test_faults.py", arguments=("-k", "device_row")),
     Piece("probes", "the probes suite: the estimate's probes, per layer kind, and on a GPU with each pool off",
-          "probes", quick=SMALL, quick_frameworks=("torch",)),
+          "probes", quick=("--models", "probe-conv", *SMALL), quick_frameworks=("torch",)),
 )
 NAMES = tuple(piece.name for piece in PIECES)
 
