@@ -6,7 +6,7 @@ A suite is `suites/bench_<name>.py` plus its entry here.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from models import allocator_modes, executions
 from models.catalogue import load_model
@@ -182,11 +182,26 @@ def _once(found: list[Scenario]) -> list[Scenario]:
     return list({identity(scenario.to_dict()): scenario for scenario in found}.values())
 
 
+def search_bound(name: str) -> int | None:
+    """A user's bound on each fit question's search (`bench --suite fit --max-batch 16`: fewer probes, an answer
+    capped there where the question's own bound is higher); None: each question's own."""
+    text = os.environ.get("FOOTPRINT_MAX_BATCH", "")
+    if not text:
+        return None
+    if name != "fit":
+        raise SpecError("--max-batch bounds the fit suite's searches; this suite asks no question")
+    if not text.isdigit() or int(text) < 1:
+        raise SpecError(f"--max-batch must be a positive integer, got {text!r}")
+    return int(text)
+
+
 def fit_questions() -> list[tuple[Question, Scenario]]:
     """Each question for each chosen framework (about the chosen models, where --models names some), as the scenario
-    its bisection starts from."""
+    its bisection starts from, its search within `bench --max-batch` where that is given."""
     _, chosen_frameworks, chosen_models, resolved = suite_settings("fit")
-    return [(question, Scenario.create(framework, question.model, kind=question.kind, batch=1, device=resolved,
+    bound = search_bound("fit")
+    return [(question if bound is None else replace(question, max_batch=min(bound, question.max_batch)),
+             Scenario.create(framework, question.model, kind=question.kind, batch=1, device=resolved,
                                        optimizer=question.optimizer, technique=question.technique))
             for question in FIT_QUESTIONS if not chosen_models or question.model in chosen_models
             for framework in chosen_frameworks]

@@ -48,7 +48,7 @@ PIECES = (
     Piece("default", "the default suite (keras200m, heatmap68, resnet50; on a GPU each pool off too)", "default",
           quick=("--models", "probe", *SMALL)),
     Piece("fit", "the fit suite: the stories' does-it-fit questions, each probe's record kept", "fit",
-          ("--timeout", "240"), ("--models", "heatmap68", "--timeout", "240"), ("torch",)),
+          ("--timeout", "240"), ("--models", "heatmap68", "--timeout", "240", "--max-batch", "16"), ("torch",)),
     Piece("techniques", "the techniques suite: the tricks on plain-16 and on the real nets (resnet50, densenet121)",
           "techniques", quick=("--models", "plain-2", *SMALL), quick_frameworks=("torch",)),
     Piece("allocators", "the allocators suite: every allocator mode", "allocators",
