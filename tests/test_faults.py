@@ -280,8 +280,8 @@ def orchestrator_killed(base: Path) -> None:
 
 def every_scenario_times_out(base: Path) -> None:
     """Each worker hangs in its first phase, before its framework's import: no scenario can finish, so a timeout of
-    2 s ends each (what the row needs is that every one times out, not in which phase)."""
-    ending = run(base, [*BENCH, "--timeout", "2"], {"FOOTPRINT_FAULT": "import:hang"})
+    2 s ends each (what the row needs is that every one times out, not in which phase), all four at once."""
+    ending = run(base, [*BENCH, "--timeout", "2", "--jobs", "4"], {"FOOTPRINT_FAULT": "import:hang"})
     statuses = {record["status"] for record in ending.run_file()["records"]}
     assert statuses == {"timeout"} and ending.code == 1, ending.output[-2000:]
     assert "footprint: error: nothing was measured: all 4 scenarios of this run ended timeout" in ending.output
