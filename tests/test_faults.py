@@ -33,9 +33,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from frameworks.worker import AUTOTUNER_GOES_ON_S
 from models.record import TEMPORARY
+from models.scenario import PHASES
 from suites.analysis.fit import EXIT_CODES
 from suites.run import runfile
+from suites.run.orchestrator import ALLOCATOR_GRACE_S, POLL_S
 from suites.run.registry import ROOT
 from tests.conftest import gone
 
@@ -163,18 +166,24 @@ def worker_raises(base: Path) -> None:
 
 def autotuner_warning(base: Path) -> None:
     """XLA's autotuner asking for scratch it may be refused, word for word as the H100 run at c3d4247 logged it (a
-    FAKE of its output, printed by the worker's `allocator-warning` fault), is no out-of-memory: the run goes on."""
+    FAKE of its output, printed by the worker's `allocator-warning` fault), is no out-of-memory: the run goes on.
+    There the autotuner went on compiling, and 5 s later the worker, by then in its import or context phase, was
+    killed and recorded as out of memory there; the fault goes on past the grace the orchestrator gives an
+    out-of-memory line (the CPU has no XLA autotuner), so it would be ended were the line read as one."""
+    assert AUTOTUNER_GOES_ON_S > ALLOCATOR_GRACE_S + 2 * POLL_S  # long enough to be ended, were it read as one
     ending = run(base, ["run", *PROBE, "--out", str(base / "results" / "record.json")],
                  {"FOOTPRINT_FAULT": "context:allocator-warning"})
     record = ending.record()
     assert ending.code == 0 and record["status"] == "ok" and not record.get("failure"), record.get("failure")
+    assert record["run"]["wall_seconds"] > AUTOTUNER_GOES_ON_S
+    assert [p["name"] for p in record["phases"]] == list(PHASES["train"])
     _clean(ending)
 
 
 def worker_hangs(base: Path) -> None:
     """In its first phase, which a worker reaches in 0.24 s here with two other test processes beside it: on a
-    machine 40 times slower the timeout would still find it there (in build it took 2.7 s against 20)."""
-    ending = run(base, ["run", *PROBE, "--timeout", "10", "--out", str(base / "results" / "record.json")],
+    machine 16 times slower the timeout would still find it there (in build it took 2.7 s against 20)."""
+    ending = run(base, ["run", *PROBE, "--timeout", "4", "--out", str(base / "results" / "record.json")],
                  {"FOOTPRINT_FAULT": "import:hang"})
     record = ending.record()
     assert ending.code == 1 and record["status"] == "timeout" and record["failure"]["phase"] == "import"
@@ -198,8 +207,10 @@ def sigsegv_in_worker(base: Path) -> None:
 
 
 def garbage_output(base: Path) -> None:
+    """In its first phase, before its framework's import: what the orchestrator makes of the record is the same in
+    any phase."""
     ending = run(base, ["run", *PROBE, "--out", str(base / "results" / "record.json")],
-                 {"FOOTPRINT_FAULT": "build:garbage"})
+                 {"FOOTPRINT_FAULT": "import:garbage"})
     record = ending.record()
     assert ending.code == 1 and record["status"] == "crashed"
     assert record["failure"]["message"] == "the worker's record is a JSON list, not an object"
@@ -268,7 +279,9 @@ def orchestrator_killed(base: Path) -> None:
 
 
 def every_scenario_times_out(base: Path) -> None:
-    ending = run(base, [*BENCH, "--timeout", "8"], {"FOOTPRINT_FAULT": "context:hang"})
+    """Each worker hangs in its first phase, before its framework's import: no scenario can finish, so a timeout of
+    2 s ends each (what the row needs is that every one times out, not in which phase), all four at once."""
+    ending = run(base, [*BENCH, "--timeout", "2", "--jobs", "4"], {"FOOTPRINT_FAULT": "import:hang"})
     statuses = {record["status"] for record in ending.run_file()["records"]}
     assert statuses == {"timeout"} and ending.code == 1, ending.output[-2000:]
     assert "footprint: error: nothing was measured: all 4 scenarios of this run ended timeout" in ending.output
@@ -305,10 +318,11 @@ def stopped_jobs_keep_what_finished(base: Path) -> None:
     """`--jobs 2`, Ctrl-C while the train scenarios hang: the infer scenario that finished meanwhile, which the
     suite had not asked for yet, is kept; the rest are `missing`. The suite's order is probe train, probe infer,
     probe-deep train, probe-deep infer: the second train worker starts only once the infer scenario's thread has its
-    record, so both train workers in their context phase is the state the row needs, whatever the machine's speed
-    (counting any two workers there, the infer one among them, stopped it before it had finished)."""
-    ending = run(base, [*BENCH, "--jobs", "2"], {"FOOTPRINT_FAULT": "context:hang@train"},
-                 interrupt=_phase("context", workers=2, kind="train"), send=signal.SIGINT)
+    record, so both train workers in their first phase (where they hang, before their framework's import) is the
+    state the row needs, whatever the machine's speed (counting any two workers there, the infer one among them,
+    stopped it before it had finished)."""
+    ending = run(base, [*BENCH, "--jobs", "2"], {"FOOTPRINT_FAULT": "import:hang@train"},
+                 interrupt=_phase("import", workers=2, kind="train"), send=signal.SIGINT)
     data = ending.run_file()
     assert ending.code == 130 and not data["complete"], ending.output[-2000:]
     assert [(r["scenario"]["kind"], r["status"]) for r in data["records"]] == [("infer", "ok")], data["records"]
@@ -341,18 +355,25 @@ def unreadable_run_file(base: Path) -> None:
 
 def bad_records_in_the_store(base: Path) -> None:
     """What an interrupted run's store holds that is no record (`{}`, a bare status, invalid JSON, a list) is
-    quarantined beside it with a line each; the run file takes only records, and `report` reads it."""
+    quarantined beside it with a line each; the run file takes only records, and `report` reads it. Beside them the
+    store holds the records such a run measured (the published run's, of three of the bench's four scenarios):
+    `--resume` keeps those and measures the fourth."""
     store = base / "results" / "default-cpu.json.store"
     store.mkdir(parents=True)
     bad = {"empty.json": "{}", "status.json": '{"status": "ok"}', "invalid.json": "{not json", "list.json": "[]"}
     for name, text in bad.items():
         (store / name).write_text(text)
-    ending = run(base, BENCH)
+    published = {(record["scenario"]["framework"], record["scenario"]["model"], record["scenario"]["kind"]): record
+                 for record in json.loads(PUBLISHED_CPU.read_text())["records"]}
+    kept = [published["torch", model, kind] for model, kind in (("probe", "train"), ("probe-deep", "train"),
+                                                                ("probe-deep", "infer"))]
+    runfile.carry(store.parent / "default-cpu.json", kept)
+    ending = run(base, [*BENCH, "--resume"])
     warned = [line for line in ending.output.splitlines() if line.startswith("footprint: warning:")
               and "is not a record" in line]
     data = ending.run_file()
     assert ending.code == 0 and len(warned) == 4 and "Traceback" not in ending.output, ending.output[-2000:]
-    assert data["complete"] and len(data["records"]) == 4
+    assert data["complete"] and len(data["records"]) == 4 and ending.output.count("SKIPPED") == 3
     assert sorted(path.name for path in (ending.results / "default-cpu.json.quarantine").iterdir()) == sorted(bad)
     assert run(base, ["report", str(ending.results / "default-cpu.json")]).code == 0
     _clean(ending)
@@ -432,6 +453,9 @@ def full_disk(base: Path) -> None:
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(disk)], capture_output=True).returncode:
         pytest.skip("mounting a tmpfs was refused here")
     try:
+        # 96 KiB of it already taken: the probe's records fill the rest in the bench's second scenario here, the
+        # first one's kept (with all 160 KiB free, in its fourth); any number of scenarios earlier is the same ending
+        (disk / "taken.bin").write_bytes(b"x" * 96 * 2**10)
         ending = run(base, BENCH)
         lines = [line for line in ending.output.splitlines() if "No space left on device" in line]
         assert ending.code != 0 and lines and "Traceback" not in ending.output, ending.output[-3000:]
@@ -519,10 +543,9 @@ def long_spec(base: Path) -> None:
     ending = run(base, ["run", *model, "--out", str(base / "results" / "record.json")])
     assert ending.code == 0 and ending.record()["status"] == "ok", ending.output[-2000:]
     _clean(ending)
-    ending = run(base, ["fit", *model, "--budget", "1GiB", "--max-batch", "2"])
+    ending = run(base, ["fit", *model, "--budget", "1GiB", "--max-batch", "1"])  # one probe: an answer
     assert ending.code == 0 and "Traceback" not in ending.output, ending.output[-2000:]
     _clean(ending)
-
 
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from models.scenario import Scenario
 from suites.report.render import markdown
@@ -75,9 +76,20 @@ def test_a_narrowed_rerun_keeps_the_others_and_resume_runs_only_what_is_missing(
     assert not (tmp_path / "default-cpu.json.store").exists()  # the file holds everything: the store is gone
 
 
-def test_the_store_replaces_by_identity_fresh_starts_over_and_complete_means_every_request(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def probe_records() -> dict[str, dict]:
+    """Real records for the tests of the store, measured once (they read them, never change them): the torch
+    probe's train and infer, and its infer at batch 2."""
+    scenarios = {"train": Scenario.create("torch", "probe", kind="train", device="cpu"),
+                 "infer": Scenario.create("torch", "probe", kind="infer", device="cpu"),
+                 "infer at batch 2": Scenario.create("torch", "probe", kind="infer", device="cpu", batch=2)}
+    return {name: run_scenario(scenario) for name, scenario in scenarios.items()}
+
+
+def test_the_store_replaces_by_identity_fresh_starts_over_and_complete_means_every_request(
+        tmp_path: Path, probe_records: dict[str, dict]) -> None:
     train, infer = (Scenario.create("torch", "probe", kind=kind, device="cpu") for kind in ("train", "infer"))
-    measured = {scenario.kind: run_scenario(scenario) for scenario in (train, infer)}
+    measured = {kind: probe_records[kind] for kind in ("train", "infer")}
     both = {runfile.identity(scenario.to_dict()): scenario.to_dict() for scenario in (train, infer)}
     path = tmp_path / "default-cpu.json"
     run = runfile.RunFile("default", "cpu", path)
@@ -109,9 +121,9 @@ def test_a_second_run_on_the_same_file_is_refused_in_one_line(tmp_path: Path) ->
     assert not (tmp_path / "default-cpu.json").exists()
 
 
-def test_a_write_that_fails_mid_run_keeps_what_was_measured_and_says_so(tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    records = [run_scenario(Scenario.create("torch", "probe", kind="infer", device="cpu", batch=batch))
-               for batch in (1, 2)]
+def test_a_write_that_fails_mid_run_keeps_what_was_measured_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], probe_records: dict[str, dict]) -> None:
+    records = [probe_records["infer"], probe_records["infer at batch 2"]]  # at batch 1 (the probe's own) and 2
     run = runfile.RunFile("default", "cpu", tmp_path / "default-cpu.json")
     run.add(records[0])
     os.rename(run.store, tmp_path / "moved")
