@@ -5,6 +5,8 @@ The scenario travels from the orchestrator to the worker as JSON, so it is plain
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import asdict, dataclass
 
 from models import allocator_modes, backends, executions, techniques
@@ -85,7 +87,7 @@ class Scenario:
 
     @property
     def spec(self) -> ModelSpec:
-        return ModelSpec.from_dict(self.spec_json)
+        return _parsed(json.dumps(self.spec_json, sort_keys=True))
 
     @property
     def unavailable(self) -> str | None:
@@ -151,3 +153,10 @@ class Scenario:
     @classmethod
     def from_dict(cls, data: dict) -> Scenario:
         return cls(**data | {"framework": backends.current(data["framework"])})
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(spec_text: str) -> ModelSpec:
+    """A spec parsed once per process (a ModelSpec is immutable): a run file's records repeat a few specs, and every
+    reader of a record asks for its spec several times."""
+    return ModelSpec.from_dict(json.loads(spec_text))

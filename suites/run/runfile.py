@@ -27,7 +27,6 @@ from typing import IO
 from models import backends
 from models.record import SCHEMA_VERSION, STATUSES, atomic_write_json
 from models.scenario import Scenario
-from models.spec import ModelSpec
 from suites.run import device, environment
 from suites.run.registry import ROOT, SetupError, frameworks
 
@@ -49,9 +48,10 @@ def run_path(suite: str, resolved_device: str) -> Path:
 def identity(scenario: dict) -> str:
     """A scenario's key in the store: its settings with older records' missing fields at their defaults and the
     spec in today's compact form, so the same scenario measured by older code has the same key."""
-    settings = Scenario.from_dict(scenario).to_dict()
+    known = Scenario.from_dict(scenario)
+    settings = known.to_dict()
     if settings.get("spec_json"):
-        settings["spec_json"] = ModelSpec.from_dict(settings["spec_json"]).to_dict()
+        settings["spec_json"] = known.spec.to_dict()
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
 
 
