@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -22,16 +24,43 @@ from suites.run.registry import ROOT, interpreter
 SCRATCH = 600 * 2**20
 
 
-@pytest.mark.parametrize("framework", ["keras-jax", "jax"])
-def test_the_compile_phase_records_the_scratch_and_the_steps_exclude_it(framework: str, tmp_path: Path) -> None:
-    scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu")
-    out = tmp_path / "record.json"
-    scenario_file = write_scenario(scenario.to_dict(), tmp_path)
-    done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "scenario", scenario_file, str(out)],
-                          cwd=ROOT, capture_output=True, text=True,
-                          env=worker_environment(scenario) | {FAKE_AUTOTUNE: str(SCRATCH)}, timeout=300)
+def run_with_fake_scratch(framework: str, folder: Path, mode: str = "default", bench_cache: Path | None = None
+                          ) -> dict:
+    """A plain-8 training run of the worker under the fake autotuning scratch, its allocator `mode`, in a bench's
+    compilation cache where given (else in its own folder, as a run outside a bench): its record."""
+    scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu", allocator=mode)
+    folder.mkdir()
+    out = folder / "record.json"
+    bench = {COMPILE_CACHE_VARIABLE: str(bench_cache)} if bench_cache else {}
+    done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "scenario",
+                           write_scenario(scenario.to_dict(), folder), str(out)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300,
+                          env=worker_environment(scenario) | {FAKE_AUTOTUNE: str(SCRATCH)} | bench)
     record = json.loads(out.read_text())
     assert done.returncode == 0 and record["status"] == "ok", done.stderr[-2000:]
+    return record
+
+
+@pytest.fixture(scope="module")
+def benches(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[dict]]:
+    """Per framework, once: a bench's pooled run and its pool-off twin, sharing the bench's compilation cache."""
+
+    @cache
+    def bench(framework: str) -> list[dict]:
+        folder = tmp_path_factory.mktemp(framework)
+        (folder / "bench-cache").mkdir()
+        return [run_with_fake_scratch(framework, folder / mode, mode, folder / "bench-cache")
+                for mode in ("default", allocator_modes.without_pool(framework))]
+
+    return bench
+
+
+@pytest.mark.parametrize(("framework", "in_bench"), [("jax", False), ("jax", True), ("keras-jax", True)])
+def test_the_compile_phase_records_the_scratch_and_the_steps_exclude_it(
+        framework: str, in_bench: bool, benches: Callable[[str], list[dict]], tmp_path: Path) -> None:
+    """In a bench (the cache its twin reads, so that run is shared) and, for JAX, outside one (the cache in the
+    worker's own folder: which cache it is does not depend on the framework)."""
+    record = benches(framework)[0] if in_bench else run_with_fake_scratch(framework, tmp_path / "run")
     assert record["worker"]["compile_helper"]["exit_code"] == 0
     compile_notes = phase(record, "compile")["notes"]
     assert compile_notes["compiled_in"].startswith("helper process")
@@ -81,23 +110,11 @@ def test_on_a_gpu_every_xla_compile_goes_through_the_helper_and_its_cache(
 
 
 @pytest.mark.parametrize("framework", ["jax", "keras-jax"])
-def test_a_pool_off_twin_loads_its_pooled_run_s_programs_and_starts_no_helper(framework: str, tmp_path: Path) -> None:
+def test_a_pool_off_twin_loads_its_pooled_run_s_programs_and_starts_no_helper(
+        framework: str, benches: Callable[[str], list[dict]]) -> None:
     """A bench's scenarios share one compilation cache (COMPILE_CACHE_VARIABLE): the twin, which differs only in its
     allocator, compiles nothing, in a helper or in a phase, and says whose helper compiled what it loads."""
-    bench_cache = tmp_path / "bench-cache"
-    bench_cache.mkdir()
-    records = []
-    for mode in ("default", allocator_modes.without_pool(framework)):
-        scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu", allocator=mode)
-        folder = tmp_path / mode
-        folder.mkdir()
-        out = folder / "record.json"
-        done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "scenario",
-                               write_scenario(scenario.to_dict(), folder), str(out)], cwd=ROOT, capture_output=True,
-                              text=True, timeout=300, env=worker_environment(scenario) | {
-                                  FAKE_AUTOTUNE: str(SCRATCH), COMPILE_CACHE_VARIABLE: str(bench_cache)})
-        records.append(json.loads(out.read_text()))
-        assert done.returncode == 0 and records[-1]["status"] == "ok", done.stderr[-2000:]
+    records = benches(framework)
     pooled, twin = (record["worker"]["compile_helper"] for record in records)
     assert pooled["exit_code"] == 0 and pooled["compile_scratch"]["xla_compiled_so_far"] > 0
     assert "exit_code" not in twin and twin["seconds"] == 0.0

@@ -10,6 +10,7 @@ import pytest
 
 from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate, hand_count
+from models.protocol import write_scenario
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import BatchNorm, Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, ReLU
@@ -108,39 +109,111 @@ NEWER_KINDS = "newer-kinds"  # tests.test_estimate_graph.newer_kinds: every newe
 SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds}
 
 
-@pytest.mark.parametrize(("framework", "model", "batch", "technique"), [
+SAVED_CASES = [
     *(("torch", model, batch, "none") for model, batch in (("keras-small", 2), ("heatmap68", 2), ("plain-2", 2),
                                                            ("resnet50", 1))),
     *(("torch", GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient")),
     *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1))),
-    *((framework, NEWER_KINDS, 2, "none") for framework in ("torch", "keras-torch"))])
-def test_torch_rules_match_autograd_saved_tensors(framework: str, model: str, batch: int, technique: str,
-                                                  spec_file) -> None:  # noqa: ANN001
-    """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it, on chains and
-    graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling), on the newer kinds (layer norm, SiLU,
-    GELU, sigmoid, multiply, upsampling, per-example dropout...) and under each technique; the keras-torch rules too
-    (Keras's channels-first copies, its composed batch norm)."""
-    spec = SPEC_FILES[model]() if model in SPEC_FILES else get_model(model)
-    where = {"model_file": str(spec_file(spec.to_dict()))} if model in SPEC_FILES else {"model": model}
-    record = run_scenario(Scenario.create(framework, **where, device="cpu", batch=batch, technique=technique))
-    assert record["status"] == "ok", record["failure"]
-    measured = phase(record, "train_step_1")["notes"]["saved_activation_bytes"]
+    *((framework, NEWER_KINDS, 2, "none") for framework in ("torch", "keras-torch"))]
+# Run in a torch or keras-torch interpreter: each scenario file's net built, compiled and stepped once, as a worker's
+# phases do, all in this one process; prints the saved-tensor bytes each first step's notes carry, one a line.
+FIRST_STEPS_SAVED = """
+import json, sys
+from pathlib import Path
+from frameworks.worker import built
+from models.scenario import Scenario
+for path in sys.argv[1:]:
+    adapter = built(Scenario.from_dict(json.loads(Path(path).read_text())))
+    adapter.compile()
+    print(adapter.train_step()["saved_activation_bytes"])
+"""
+
+
+def _spec(model: str) -> ModelSpec:
+    return SPEC_FILES[model]() if model in SPEC_FILES else get_model(model)
+
+
+@pytest.fixture(scope="module")
+def saved_by_autograd(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, int, str], int]:
+    """Per case of SAVED_CASES, the bytes autograd's saved-tensor hooks saw its first step keep: every case of a
+    framework in one process (the framework's import paid once), since what is saved is the framework's arithmetic,
+    not the process's memory (`test_torch_rules_match_a_record_s_saved_tensors` reads it from a worker's record)."""
+    folder = tmp_path_factory.mktemp("saved")
+    files: dict[str, list[str]] = {}
+    for index, (framework, model, batch, technique) in enumerate(SAVED_CASES):
+        where = {"model": model}
+        if model in SPEC_FILES:
+            where = {"model_file": str(folder / f"{model}.json")}
+            (folder / f"{model}.json").write_text(json.dumps(_spec(model).to_dict()))
+        scenario = Scenario.create(framework, **where, device="cpu", batch=batch, technique=technique)
+        (folder / str(index)).mkdir()
+        files.setdefault(framework, []).append(write_scenario(scenario.to_dict(), folder / str(index)))
+    saved: dict[tuple[str, str, int, str], int] = {}
+    for framework, scenario_files in files.items():
+        done = subprocess.run([interpreter(framework), "-c", FIRST_STEPS_SAVED, *scenario_files], cwd=ROOT,
+                              env=worker_environment(), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        cases = [case for case in SAVED_CASES if case[0] == framework]
+        saved |= dict(zip(cases, map(int, done.stdout.split()), strict=True))
+    return saved
+
+
+def _assert_torch_rules_predict(framework: str, spec: ModelSpec, batch: int, technique: str, measured: int) -> None:
     predicted = activations(spec, RULES[framework], batch, 4, technique).saved
     # torch's cross-entropy also keeps a 4-byte scalar; Keras's losses keep a few scalars and, for cross-entropy,
     # the labels as int64
     assert abs(measured - predicted) <= (8 if framework == "torch" else 16 + 8 * batch), (measured, predicted)
 
 
-@pytest.mark.parametrize(("model", "batch"), [("resnet50", 2), ("heatmap68", 2)])
-def test_jax_tracked_rules_match_the_pullbacks_residuals(model: str, batch: int) -> None:
+@pytest.mark.parametrize(("framework", "model", "batch", "technique"), SAVED_CASES)
+def test_torch_rules_match_autograd_saved_tensors(framework: str, model: str, batch: int, technique: str,
+                                                  saved_by_autograd: dict[tuple[str, str, int, str], int]) -> None:
+    """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it, on chains and
+    graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling), on the newer kinds (layer norm, SiLU,
+    GELU, sigmoid, multiply, upsampling, per-example dropout...) and under each technique; the keras-torch rules too
+    (Keras's channels-first copies, its composed batch norm)."""
+    _assert_torch_rules_predict(framework, _spec(model), batch, technique,
+                                saved_by_autograd[framework, model, batch, technique])
+
+
+def test_torch_rules_match_a_record_s_saved_tensors(records: dict[str, dict]) -> None:
+    """The same figure as a worker's phases record it, in torch's keras-small run the records below share."""
+    record = records["torch"]
+    assert record["status"] == "ok", record["failure"]
+    _assert_torch_rules_predict("torch", get_model("keras-small"), record["scenario"]["batch"], "none",
+                                phase(record, "train_step_1")["notes"]["saved_activation_bytes"])
+
+
+# Run in JAX's interpreter: tests.count_residuals of each (model, batch) in turn, in this one process, one JSON a line.
+RESIDUALS = """
+import contextlib, io, sys
+from tests.count_residuals import main
+for model, batch in zip(*[iter(sys.argv[1:])] * 2):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        main(model, batch)
+    print(out.getvalue())
+"""
+RESIDUAL_CASES = [("resnet50", 2), ("heatmap68", 2)]
+
+
+@pytest.fixture(scope="module")
+def pullback_residuals() -> dict[tuple[str, int], int]:
+    """The bytes tests.count_residuals counts for each of RESIDUAL_CASES, all in one JAX process."""
+    done = subprocess.run([interpreter("jax"), "-c", RESIDUALS, *(str(x) for case in RESIDUAL_CASES for x in case)],
+                          cwd=ROOT, env=worker_environment(), capture_output=True, text=True, timeout=600, check=True)
+    counted = [json.loads(line)["bytes"] for line in done.stdout.splitlines() if line]
+    return dict(zip(RESIDUAL_CASES, counted, strict=True))
+
+
+@pytest.mark.parametrize(("model", "batch"), RESIDUAL_CASES)
+def test_jax_tracked_rules_match_the_pullbacks_residuals(model: str, batch: int,
+                                                         pullback_residuals: dict[tuple[str, int], int]) -> None:
     """jax.vjp over the jitted forward (the jax column's tracked inference) keeps every residual JAX's partial
     evaluation names, none fused away: a batch norm in evaluation mode its scaled difference and two per-channel
     vectors, a ReLU its mask and a zero tensor of its size (jax.nn.relu's jvp selects from one). The estimate's saved
     activations are the pullback's arrays beyond the weights and the batch, to the byte (resnet50 at batch 2:
     262,900,224 bytes; the H100 at c3d4247 peaked at the weights, the batch and 2,004 MiB of them at batch 16)."""
-    done = subprocess.run([interpreter("jax"), "-m", "tests.count_residuals", model, str(batch)], cwd=ROOT,
-                          env=worker_environment(), capture_output=True, text=True, timeout=600, check=True)
-    measured = json.loads(done.stdout)["bytes"]
+    measured = pullback_residuals[model, batch]
     predicted = estimate(get_model(model), "infer", batch, framework="jax", technique="tracked")
     assert predicted.phase("inference").items["saved_activations"] == measured
 
@@ -193,8 +266,14 @@ def _taken(*records: dict) -> dict | None:
     return constants.of_run({"started_at": "now", "records": list(records)})[0]
 
 
-def test_probe_constants_are_measured_minus_analytic() -> None:
-    record = run_scenario(Scenario.create("torch", constants.PROBE, device="cpu"))
+@pytest.fixture(scope="module")
+def probe_record() -> dict:
+    """One torch probe run, which both the probe's constants and the depth probe's are measured against."""
+    return run_scenario(Scenario.create("torch", constants.PROBE, device="cpu"))
+
+
+def test_probe_constants_are_measured_minus_analytic(probe_record: dict) -> None:
+    record = probe_record
     known = constants.lookup(_taken(record), "torch", "train")
     analytic = constants.analytic_estimate(Scenario.from_dict(record["scenario"]))
     assert known["context"] == figures.baseline(record, "cpu")
@@ -205,13 +284,12 @@ def test_probe_constants_are_measured_minus_analytic() -> None:
     assert again["comparison"]["build"]["driver"]["relative_error"] == 0.0  # why the probe is left out of errors
 
 
-def test_depth_probe_adds_a_measured_cost_per_layer() -> None:
+def test_depth_probe_adds_a_measured_cost_per_layer(probe_record: dict) -> None:
     """The depth probe's bytes beyond its tensors, less the probe's, per layer it has more; stored beside the probe's
     constants (never without them) and added per layer beyond the probe's to a deeper net's estimate."""
     deep = run_scenario(Scenario.create("torch", constants.DEEP_PROBE, device="cpu"))
     assert constants.lookup(_taken(deep), "torch", "train") is None  # no probe: nothing to measure against
-    known = constants.lookup(_taken(deep, run_scenario(Scenario.create("torch", constants.PROBE, device="cpu"))),
-                             "torch", "train")
+    known = constants.lookup(_taken(deep, probe_record), "torch", "train")
     depth = known["per_layer"]
     assert depth["probe_layers"] == len(get_model(constants.PROBE).layers)
     assert depth["extra_layers"] == len(get_model(constants.DEEP_PROBE).layers) - depth["probe_layers"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,22 @@ from suites.run.registry import ROOT
 from suites.run.runfile import load
 from tests.conftest import run_cli
 
+COMPILED = Scenario.create("torch", "probe", device="cpu", execution="compile")
 
-def test_torch_compile_trains_and_infers_with_its_graphs_counted() -> None:
+
+@pytest.fixture(scope="module")
+def compiled_runs() -> list[dict]:
+    """The same torch.compile training scenario run twice, each compiling cold (Inductor builds C++ with the
+    machine's gcc): the first run is the one whose graphs are counted, the second the one that must not hit its
+    cache. The probe is the smallest net with an inference and a training graph to count."""
+    return [run_scenario(COMPILED) for _ in range(2)]
+
+
+def test_torch_compile_trains_and_infers_with_its_graphs_counted(compiled_runs: list[dict]) -> None:
     """Inductor's CPU backend builds with the machine's gcc: the inference graph compiles in the compile phase (one
     warm-up forward pass), the training graph at the first step, and nothing recompiles at the steady step."""
-    compiled = run_scenario(Scenario.create("torch", "keras-small", device="cpu", execution="compile"))
-    eager = run_scenario(Scenario.create("torch", "keras-small", device="cpu"))
+    compiled = compiled_runs[0]
+    eager = run_scenario(replace(COMPILED, execution="default"))
     assert compiled["status"] == "ok", compiled["failure"]
     graphs = [phase(compiled, name)["notes"]["graphs_compiled"] for name in ("compile", "train_step_1", "train_step_2")]
     assert graphs[0] >= 1 and graphs[1] > graphs[0] and graphs[2] == graphs[1]
@@ -35,29 +46,29 @@ def test_torch_compile_trains_and_infers_with_its_graphs_counted() -> None:
     assert first[0] == pytest.approx(first[1], rel=1e-4)
 
 
-def test_every_torch_compile_is_cold_even_after_the_same_scenario_ran() -> None:
+def test_every_torch_compile_is_cold_even_after_the_same_scenario_ran(compiled_runs: list[dict]) -> None:
     """A second run would otherwise load the first one's kernels from Inductor's cache and measure the cache."""
-    scenario = Scenario.create("torch", "probe", kind="infer", device="cpu", execution="compile")
-    runs = [run_scenario(scenario) for _ in range(2)]
-    for record in runs:
+    for record in compiled_runs:
         assert record["status"] == "ok", record["failure"]
         notes = phase(record, "compile")["notes"]
         assert notes["graphs_compiled"] >= 1 and notes["compile_cache_hits_so_far"] == 0
-    folders = [record["run"]["env_set"]["TORCHINDUCTOR_CACHE_DIR"] for record in runs]
+    folders = [record["run"]["env_set"]["TORCHINDUCTOR_CACHE_DIR"] for record in compiled_runs]
     assert folders[0] != folders[1] and not any(Path(folder).exists() for folder in folders)
 
 
 @pytest.mark.parametrize(("framework", "execution", "jit_compile"), [
     ("keras-tensorflow", "jit", True), ("keras-tensorflow", "no-jit", False), ("keras-jax", "no-jit", False)])
 def test_keras_runs_the_jit_compile_it_is_given(framework: str, execution: str, jit_compile: bool) -> None:
-    record = run_scenario(Scenario.create(framework, "keras-small", device="cpu", execution=execution))
+    """On the probe: which jit_compile Keras was given does not depend on the net."""
+    record = run_scenario(Scenario.create(framework, "probe", device="cpu", execution=execution))
     assert record["status"] == "ok", record["failure"]
     assert phase(record, "compile")["notes"]["jit_compile"] is jit_compile
 
 
 def test_jax_op_by_op_computes_what_the_jitted_step_does() -> None:
-    eager = run_scenario(Scenario.create("jax", "keras-small", device="cpu", execution="eager"))
-    jitted = run_scenario(Scenario.create("jax", "keras-small", device="cpu"))
+    """On the probe (a conv, ReLU, max-pool, flatten and dense layer): op by op, each of them runs uncompiled."""
+    eager = run_scenario(Scenario.create("jax", "probe", device="cpu", execution="eager"))
+    jitted = run_scenario(Scenario.create("jax", "probe", device="cpu"))
     assert eager["status"] == jitted["status"] == "ok", (eager["failure"], jitted["failure"])
     assert "memory_analysis" not in phase(eager, "compile")["notes"]  # nothing compiled, so no plan
     assert "memory_analysis" in phase(jitted, "compile")["notes"]
