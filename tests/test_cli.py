@@ -12,7 +12,7 @@ from models.catalogue import listed_models
 from models.record import phase
 from models.scenario import PHASES, Scenario
 from suites.analysis import across_records
-from suites.bench.matrix import scenarios
+from suites.bench.matrix import fit_questions, scenarios
 from suites.report import readout
 from suites.report.render import render
 from suites.run.registry import ROOT
@@ -172,6 +172,20 @@ def test_sweeps_draw_a_line_only_where_it_fits_and_name_the_steps(monkeypatch: p
     assert {b for m, b in swept if m == "keras-small"} == {10, 20, 30} and ("plain-8", 8) in swept
     done = run_cli("bench", "--suite", "sweeps", "--batches", "10,0")
     assert done.returncode == 2 and "--batches must be positive integers" in done.stderr
+
+
+def test_max_batch_bounds_each_fit_question_and_only_those(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench --suite fit --max-batch N` lowers each question's bound to N (never raises it); a bound of no use
+    (another suite, zero) is refused in one line."""
+    own = {question.model: question.max_batch for question, _ in fit_questions()}
+    monkeypatch.setenv("FOOTPRINT_MAX_BATCH", "16")
+    bounded = [(question.model, question.max_batch) for question, _ in fit_questions()]
+    assert bounded and all(bound == min(16, own[model]) for model, bound in bounded)
+    assert {own[model] for model, _ in bounded} != {bound for _, bound in bounded}  # one question's was higher
+    for arguments, message in ((["--suite", "default", "--max-batch", "4"], "bounds the fit suite's searches"),
+                               (["--suite", "fit", "--max-batch", "0"], "--max-batch must be a positive integer")):
+        done = run_cli("bench", "--device", "cpu", *arguments)
+        assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
 
 
 @pytest.mark.parametrize("model", ["probe", "probe-deep"])
