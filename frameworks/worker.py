@@ -4,7 +4,7 @@
         [--fault PHASE:raise|hang|abort|garbage|allocator-oom|allocator-warning|exhaust]
     python -m frameworks.worker params FRAMEWORK MODEL...    (catalogue names or model files)
     python -m frameworks.worker forward SCENARIO_FILE ARRAYS_NPZ OUT_NPZ [SCENARIO_FILE ARRAYS_NPZ OUT_NPZ ...]
-        [--training]    (parity: each net in turn, one framework import for them all)
+        [--training]    (parity: each net in turn, one framework import for them all; a net's arrays may set its mode)
     python -m frameworks.worker ahead SCENARIO_FILE OUT_JSON    (the compile helper, started by a scenario worker)
 
 SCENARIO_FILE is a JSON file holding the scenario (`Scenario.to_dict`), written by whoever starts the job into its
@@ -433,31 +433,64 @@ def framework_estimate(adapter: Adapter) -> dict[str, object]:
         return {"error": one_line(error)}
 
 
-def built(scenario: Scenario) -> Adapter:
-    """An adapter with its net built, unmeasured: for the checks that compare frameworks."""
+def built(scenario: Scenario, values: bool = True) -> Adapter:
+    """An adapter with its net built, unmeasured: for the checks that compare frameworks. Without `values`, the
+    weights may be shapes alone (`build_shapes`)."""
     adapter = load_adapter(scenario)
     os.environ.update(adapter.environment())
     adapter.import_framework()
     adapter.init_device()
-    adapter.build()
+    if values:
+        adapter.build()
+    else:
+        build_shapes(adapter)
     return adapter
 
 
+def build_shapes(adapter: Adapter) -> None:
+    """The adapter's own build, with the weights' shapes made and their values not, where the framework can: what
+    the counts need. On JAX every value costs a compiled initializer per distinct weight shape: most of the params
+    job's time over the catalogue (~90 s of ~95), for raw JAX and for Keras on JAX alike. Keras defers its variables'
+    initialization inside a stateless scope (on any backend); raw JAX's build runs under jax.eval_shape, which gives
+    back its weights' shapes (its batch stays the trace's, unused), with nothing to wait for (a tracer's
+    block_until_ready is an AttributeError whose message walks the whole trace: ~15 s for densenet121). Torch's
+    build makes its values."""
+    if adapter.name == "keras":
+        import keras
+
+        with keras.StatelessScope(initialize_variables=False):
+            adapter.build()
+    elif adapter.name == "jax":
+        import jax
+
+        def build() -> tuple:
+            adapter.build()
+            return adapter.params, adapter.state
+
+        adapter.synchronize = lambda: None
+        adapter.params, adapter.state = jax.eval_shape(build)
+    else:
+        adapter.build()
+
+
 def count_params(framework: str, models: list[str]) -> dict[str, dict[str, int]]:
-    """Builds each model in turn and returns the framework's own trainable and non-trainable counts."""
+    """Builds each model in turn (shapes alone where the framework can) and returns the framework's own trainable
+    and non-trainable counts."""
     counts = {}
     for name in models:
-        adapter = built(Scenario.create(framework, name, batch=1))
+        adapter = built(Scenario.create(framework, name, batch=1), values=False)
         counts[name] = {"trainable": adapter.param_count(), "statistics": adapter.statistics_count()}
     return counts
 
 
 def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool) -> None:
     """Parity: loads canonical weights and a batch (arrays `layer<i>_<name>`), writes the output, the loss and
-    the running statistics after the pass (`statistics<i>_<name>`)."""
+    the running statistics after the pass (`statistics<i>_<name>`). An array `training`, where there is one, is the
+    net's own mode, over the job's: one worker runs inference and training nets alike."""
     import numpy as np
 
     arrays = np.load(arrays_path)
+    training = bool(arrays["training"]) if "training" in arrays.files else training
     weights: list[dict[str, np.ndarray]] = [{} for _ in scenario.spec.layers]
     for key in arrays.files:
         if key.startswith("layer"):

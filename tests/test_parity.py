@@ -188,20 +188,34 @@ INFERENCE = [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5
 TRAINING = [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(), flat_after_image(0.0)]
 
 
-def _run_everywhere(specs: list[ModelSpec], folder: Path, training: bool) -> dict[str, Results]:
-    """Every net of a test in one worker per framework: the tests of a net read their own results from it."""
-    results = forward_all([(spec, _arrays(spec, batch=4)) for spec in specs], folder, training)
-    return {spec.name: result for spec, result in zip(specs, results, strict=True)}
+def _dropout_net(per_example: bool) -> tuple[ModelSpec, dict[str, np.ndarray]]:
+    shape, batch = ((2, 2, 2), 10_000) if per_example else ((20_000,), 4)
+    name = "parity-dropout-per-example" if per_example else "parity-dropout"
+    spec = ModelSpec(name, shape, (Dropout(0.3, per_example=per_example),), "mse")
+    return spec, _arrays(spec, batch)
 
 
 @pytest.fixture(scope="module")
-def inference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Results]:
-    return _run_everywhere(INFERENCE, tmp_path_factory.mktemp("inference"), training=False)
+def forwarded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Results]]:
+    """Every net of this module in one worker per framework, each in its own mode (its arrays' `training`): per
+    group (inference, training, dropout), per net, the results; a framework's import paid once for them all."""
+    groups = {"inference": [(spec, _arrays(spec, batch=4)) for spec in INFERENCE],
+              "training": [(spec, _arrays(spec, batch=4)) for spec in TRAINING],
+              "dropout": [_dropout_net(False), _dropout_net(True)]}
+    nets = [(spec, arrays | {"training": np.array(group != "inference")})
+            for group, members in groups.items() for spec, arrays in members]
+    results = iter(forward_all(nets, tmp_path_factory.mktemp("forward")))
+    return {group: {spec.name: next(results) for spec, _ in members} for group, members in groups.items()}
 
 
 @pytest.fixture(scope="module")
-def training(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Results]:
-    return _run_everywhere(TRAINING, tmp_path_factory.mktemp("training"), training=True)
+def inference(forwarded: dict[str, dict[str, Results]]) -> dict[str, Results]:
+    return forwarded["inference"]
+
+
+@pytest.fixture(scope="module")
+def training(forwarded: dict[str, dict[str, Results]]) -> dict[str, Results]:
+    return forwarded["training"]
 
 
 def _assert_agree(results: dict[str, dict[str, np.ndarray]], spec: ModelSpec, keys: list[str]) -> None:
@@ -251,17 +265,10 @@ def test_training_mode_agrees_and_updates_the_same_statistics(spec: ModelSpec, t
             assert not np.allclose(results["torch"][key], next(iter(biased.values()))[key], rtol=1e-6, atol=0)
 
 
-def _dropout_net(per_example: bool) -> tuple[ModelSpec, dict[str, np.ndarray]]:
-    shape, batch = ((2, 2, 2), 10_000) if per_example else ((20_000,), 4)
-    spec = ModelSpec("parity-dropout", shape, (Dropout(0.3, per_example=per_example),), "mse")
-    return spec, _arrays(spec, batch)
-
-
 @pytest.fixture(scope="module")
-def dropped(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, Results]:
-    """Both dropout nets (per value, per example) in training mode, in one worker per framework."""
-    results = forward_all([_dropout_net(False), _dropout_net(True)], tmp_path_factory.mktemp("dropout"), training=True)
-    return dict(zip((False, True), results, strict=True))
+def dropped(forwarded: dict[str, dict[str, Results]]) -> dict[bool, Results]:
+    """Both dropout nets (per value, per example), run in training mode."""
+    return {per_example: forwarded["dropout"][_dropout_net(per_example)[0].name] for per_example in (False, True)}
 
 
 @pytest.mark.parametrize("per_example", [False, True], ids=["per-value", "per-example"])
