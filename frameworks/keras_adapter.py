@@ -440,12 +440,31 @@ class KerasAdapter(Adapter):
                     layer.finalize_state()
 
     def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
-        """One call of the model, eagerly: in training its batch norms assign their moving statistics once (on
-        JAX too: outside a stateless scope, a variable's assign replaces its array)."""
+        """One call of the model: in training its batch norms assign their moving statistics once. Eagerly, but on
+        JAX, where op by op every layer's shapes would compile their own program: there one compiled stateless call,
+        its new statistics assigned after."""
         with self._placement():
-            output = self.model(keras.ops.convert_to_tensor(batch), training=training)
-            loss = self.loss_fn(keras.ops.convert_to_tensor(target), output)
+            inputs, targets = keras.ops.convert_to_tensor(batch), keras.ops.convert_to_tensor(target)
+            if self.backend == "jax":
+                output, loss = self._compiled_call(inputs, targets, training)
+            else:
+                output = self.model(inputs, training=training)
+                loss = self.loss_fn(targets, output)
         return keras.ops.convert_to_numpy(output), float(keras.ops.convert_to_numpy(loss))
+
+    def _compiled_call(self, inputs: object, targets: object, training: bool) -> tuple[object, object]:
+        import jax
+
+        def call(trainable: list, non_trainable: list, inputs: object, targets: object) -> tuple:
+            output, non_trainable = self.model.stateless_call(trainable, non_trainable, inputs, training=training)
+            return output, self.loss_fn(targets, output), non_trainable
+
+        output, loss, non_trainable = jax.jit(call)([variable.value for variable in self.model.trainable_variables],
+                                                    [variable.value for variable in
+                                                     self.model.non_trainable_variables], inputs, targets)
+        for variable, value in zip(self.model.non_trainable_variables, non_trainable, strict=True):
+            variable.assign(value)
+        return output, loss
 
     def statistics(self) -> list[dict[str, np.ndarray]]:
         """Keras's moving variance averages the batch's biased variance: batch_normalization.py assigns
