@@ -84,7 +84,8 @@ RECORD_EACH = ("import sys\nfrom tests.record_allocations import main\nfor techn
 def torchs_orders() -> dict[str, dict[str, list]]:
     """Per technique, torch's own allocation order on this CPU (tests.record_allocations), all in one process."""
     done = subprocess.run([interpreter("torch"), "-c", RECORD_EACH, ORDER_MODEL, str(ORDER_BATCH), *ORDER_TECHNIQUES],
-                          cwd=ROOT, env=worker_environment(), capture_output=True, text=True, timeout=600, check=True)
+                          cwd=ROOT, env=worker_environment(), capture_output=True, text=True,
+                          timeout=600 * len(ORDER_TECHNIQUES), check=True)  # each recording's 600 s, as alone
     return dict(zip(ORDER_TECHNIQUES, map(json.loads, done.stdout.splitlines()), strict=True))
 
 
@@ -96,8 +97,8 @@ def test_the_specs_order_reserves_what_torchs_own_order_does(technique: str,
     nothing recomputed, with torch.utils.checkpoint over the spec's blocks or over each BN-ReLU-conv run, and under
     bf16 autocast (resnet50 at batch 4: the build 118 MiB both; the first step 560 against 580, checkpointed 444
     against 458, under bf16 452 both). What differs is torch's CPU kernels' own temporaries, which the spec's order
-    leaves out. The four recordings share one process: each is what a process of its own records (compared by hand
-    at the commit that joined them)."""
+    leaves out. The four recordings share one process: by hand, each recorded the same sizes, phase by phase, as a
+    process of its own did."""
     model, batch = ORDER_MODEL, ORDER_BATCH
     recorded = _replayed({name: [(address, size) for address, size in events]
                           for name, events in torchs_orders[technique].items()})
