@@ -73,20 +73,35 @@ def _replayed(order: dict[str, list]) -> dict[str, tuple[int, int]]:
     return peaks
 
 
-@pytest.mark.parametrize("technique", ["none", "checkpoint", "bnrelu", "bf16"])
-def test_the_specs_order_reserves_what_torchs_own_order_does(technique: str) -> None:
+ORDER_MODEL, ORDER_BATCH, ORDER_TECHNIQUES = "resnet50", 4, ("none", "checkpoint", "bnrelu", "bf16")
+# tests.record_allocations's recording of each technique in turn, in one torch process (its import paid once), each
+# recording's JSON on a line of its own
+RECORD_EACH = ("import sys\nfrom tests.record_allocations import main\nfor technique in sys.argv[3:]:\n"
+               "    main(sys.argv[1], sys.argv[2], 'train', technique)\n    print()")
+
+
+@pytest.fixture(scope="module")
+def torchs_orders() -> dict[str, dict[str, list]]:
+    """Per technique, torch's own allocation order on this CPU (tests.record_allocations), all in one process."""
+    done = subprocess.run([interpreter("torch"), "-c", RECORD_EACH, ORDER_MODEL, str(ORDER_BATCH), *ORDER_TECHNIQUES],
+                          cwd=ROOT, env=worker_environment(), capture_output=True, text=True,
+                          timeout=600 * len(ORDER_TECHNIQUES), check=True)  # each recording's 600 s, as alone
+    return dict(zip(ORDER_TECHNIQUES, map(json.loads, done.stdout.splitlines()), strict=True))
+
+
+@pytest.mark.parametrize("technique", ORDER_TECHNIQUES)
+def test_the_specs_order_reserves_what_torchs_own_order_does(technique: str,
+                                                             torchs_orders: dict[str, dict[str, list]]) -> None:
     """torch's allocation order on this CPU, recorded by its profiler, and the spec's order under torch's CPU rules,
     replayed through the same allocator: the segments and the allocated peak agree within 5 % in every phase, with
     nothing recomputed, with torch.utils.checkpoint over the spec's blocks or over each BN-ReLU-conv run, and under
     bf16 autocast (resnet50 at batch 4: the build 118 MiB both; the first step 560 against 580, checkpointed 444
     against 458, under bf16 452 both). What differs is torch's CPU kernels' own temporaries, which the spec's order
-    leaves out."""
-    model, batch = "resnet50", 4
-    done = subprocess.run([interpreter("torch"), "-m", "tests.record_allocations", model, str(batch), "train",
-                           technique], cwd=ROOT, env=worker_environment(), capture_output=True, text=True,
-                          timeout=600, check=True)
+    leaves out. The four recordings share one process: by hand, each recorded the same sizes, phase by phase, as a
+    process of its own did."""
+    model, batch = ORDER_MODEL, ORDER_BATCH
     recorded = _replayed({name: [(address, size) for address, size in events]
-                          for name, events in json.loads(done.stdout).items()})
+                          for name, events in torchs_orders[technique].items()})
     spec = get_model(model)
     rules = estimate.RULES["torch"]
     inputs = math.prod(spec.input_shape) * batch * 4

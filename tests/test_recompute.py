@@ -12,11 +12,9 @@ import pytest
 
 from models import techniques
 from models.catalogue import Graph
-from models.record import phase
 from models.scenario import Scenario
 from models.spec import BatchNorm, Concat, Conv2D, Dense, Dropout, GlobalAvgPool, ModelSpec, ReLU
-from suites.run.orchestrator import run_scenario
-from tests.conftest import FRAMEWORKS
+from tests.conftest import FRAMEWORKS, losses_in_one_worker
 
 
 def small_densenet() -> ModelSpec:
@@ -48,15 +46,12 @@ def test_the_net_has_runs_for_every_recomputing_technique() -> None:
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_recomputing_techniques_compute_the_baselines_losses(framework: str, spec_file) -> None:  # noqa: ANN001
+def test_recomputing_techniques_compute_the_baselines_losses(framework: str, spec_file, tmp_path: Path) -> None:  # noqa: ANN001
+    """Arithmetic, not memory: every technique's steps in one worker (its losses job), as their scenario's phases
+    run them."""
     path = spec_file(small_densenet().to_dict())
-
-    def losses(technique: str) -> list[float]:
-        record = run_scenario(Scenario.create(framework, model_file=str(Path(path)), device="cpu", batch=4,
-                                              technique=technique, optimizer="sgd"))
-        assert record["status"] == "ok", record["failure"]
-        return [phase(record, name)["notes"]["loss"] for name in ("train_step_1", "train_step_2")]
-
-    baseline = losses("none")
-    for technique in techniques.RECOMPUTING:
-        assert losses(technique) == pytest.approx(baseline, rel=1e-5), technique
+    scenarios = [Scenario.create(framework, model_file=str(path), device="cpu", batch=4, technique=technique,
+                                 optimizer="sgd") for technique in ("none", *techniques.RECOMPUTING)]
+    baseline, *others = losses_in_one_worker(scenarios, tmp_path / "workers")
+    for technique, losses in zip(techniques.RECOMPUTING, others, strict=True):
+        assert losses == pytest.approx(baseline, rel=1e-5), technique

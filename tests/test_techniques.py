@@ -2,35 +2,31 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate
-from models.record import phase
 from models.scenario import Scenario
 from models.spec import SpecError
 from suites.analysis import across_records, fit
 from suites.run.orchestrator import run_scenario
-from tests.conftest import FRAMEWORKS, run_cli
+from tests.conftest import FRAMEWORKS, losses_in_one_worker, run_cli
 
 # (relative tolerance, steps compared): mixed precision only the first step, since fp16's dynamic loss
 # scaling may skip a step whose scaled gradients overflow (torch's GradScaler starts at 65536)
 SAME_LOSS = {"checkpoint": (1e-5, 2), "accumulate": (1e-5, 2), "bf16": (3e-2, 1), "fp16": (1e-2, 1)}
 
 
-def _losses(framework: str, technique: str) -> list[float]:
-    record = run_scenario(Scenario.create(framework, "plain-2", device="cpu", batch=8, technique=technique,
-                                          optimizer="sgd"))
-    assert record["status"] == "ok", record["failure"]
-    return [phase(record, name)["notes"]["loss"] for name in ("train_step_1", "train_step_2")]
-
-
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_techniques_compute_the_baselines_loss(framework: str) -> None:
-    """Checkpointing and accumulation change memory, not arithmetic; mixed precision only rounding."""
-    baseline = _losses(framework, "none")
-    for technique, (tolerance, steps) in SAME_LOSS.items():
-        losses = _losses(framework, technique)
+def test_techniques_compute_the_baselines_loss(framework: str, tmp_path: Path) -> None:
+    """Checkpointing and accumulation change memory, not arithmetic; mixed precision only rounding. Arithmetic, not
+    memory: every technique's steps in one worker (its losses job), as their scenario's phases run them."""
+    scenarios = [Scenario.create(framework, "plain-2", device="cpu", batch=8, technique=technique, optimizer="sgd")
+                 for technique in ("none", *SAME_LOSS)]
+    baseline, *others = losses_in_one_worker(scenarios, tmp_path)
+    for (technique, (tolerance, steps)), losses in zip(SAME_LOSS.items(), others, strict=True):
         assert losses[:steps] == pytest.approx(baseline[:steps], rel=tolerance), (technique, losses, baseline)
 
 
@@ -78,22 +74,31 @@ def test_bad_budget_and_accumulate_batch_are_one_line_errors() -> None:
         Scenario.create("torch", "plain-2", batch=6, technique="accumulate")
 
 
-def test_fit_answer_passes_and_the_next_batch_fails() -> None:
-    """The budget is set from this machine's own batch-1 peak: its libraries set the fixed part (241 MiB here)."""
-    scenario = Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu")
-    budget = int(fit.process_peak(run_scenario(scenario)) * 1.15)  # room for a few samples and for VmHWM's jitter
-    result = fit.find(scenario, budget, run_scenario)
+FIT_SCENARIO = Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def fit_batch_1() -> dict:
+    """FIT_SCENARIO's record, run once for the tests that need a batch-1 run that fits (a budget, a probe)."""
+    return run_scenario(FIT_SCENARIO)
+
+
+def test_fit_answer_passes_and_the_next_batch_fails(fit_batch_1: dict) -> None:
+    """The budget is set from this machine's own batch-1 peak: its libraries set the fixed part (241 MiB here).
+    The search runs its own batch-1 probe: the budget's room is for that run's jitter."""
+    budget = int(fit.process_peak(fit_batch_1) * 1.15)  # room for a few samples and for VmHWM's jitter
+    result = fit.find(FIT_SCENARIO, budget, run_scenario)
     probes = {probe["batch"]: probe for probe in result["probes"]}
     largest = result["largest_batch"]
     assert largest and probes[largest]["fits"] and probes[largest]["peak_bytes"] <= budget, result["probes"]
     assert not probes[largest + 1]["fits"] and result["first_failing_batch"] == largest + 1
 
 
-def test_a_failure_that_is_not_memory_makes_the_answer_unknown() -> None:
-    """An error at batch 2 (a real raise in the worker) must not read as "batch 2 does not fit"."""
-    scenario = Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu")
-    result = fit.find(scenario, 64 * 2**30,
-                      lambda probe: run_scenario(probe, fault="build:raise" if probe.batch >= 2 else None))
+def test_a_failure_that_is_not_memory_makes_the_answer_unknown(fit_batch_1: dict) -> None:
+    """An error at batch 2 (a real raise in the worker) must not read as "batch 2 does not fit". Batch 1's probe is
+    the module's batch-1 record: the search judges it as it would its own run's."""
+    result = fit.find(FIT_SCENARIO, 64 * 2**30,
+                      lambda probe: fit_batch_1 if probe == FIT_SCENARIO else run_scenario(probe, fault="build:raise"))
     assert result["answer"] == "unknown" and result["largest_batch"] == 1 and result["first_failing_batch"] is None
     assert "error in build" in result["unknown_reason"] and "injected fault" in result["unknown_reason"]
     assert [probe["fits"] for probe in result["probes"]] == [True, None]
@@ -101,14 +106,12 @@ def test_a_failure_that_is_not_memory_makes_the_answer_unknown() -> None:
     assert fit.EXIT_CODES[result["answer"]] not in (0, 1, 2)
 
 
-def test_only_out_of_memory_or_a_peak_over_the_budget_does_not_fit(spec_file) -> None:  # noqa: ANN001
+def test_only_out_of_memory_or_a_peak_over_the_budget_does_not_fit(spec_file, fit_batch_1: dict) -> None:  # noqa: ANN001
     from tests.test_failures import TOO_LARGE
 
     oom = run_scenario(Scenario.create("torch", model_file=str(spec_file(TOO_LARGE)), kind="infer", device="cpu"))
     assert oom["status"] == "oom"
     assert fit.judge(oom, 2**40).fits is False
-    ok = run_scenario(Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu"))
-    assert fit.judge(ok, 2**40).fits is True and fit.judge(ok, 2**20).fits is False
-    hung = run_scenario(Scenario.create("torch", "heatmap68", kind="infer", batch=1, device="cpu"), timeout=20,
-                        fault="build:hang")
+    assert fit.judge(fit_batch_1, 2**40).fits is True and fit.judge(fit_batch_1, 2**20).fits is False
+    hung = run_scenario(FIT_SCENARIO, timeout=5, fault="import:hang")  # hangs before torch's import: any timeout
     assert hung["status"] == "timeout" and fit.judge(hung, 2**40).fits is None
