@@ -6,7 +6,7 @@
     python -m frameworks.worker forward SCENARIO_FILE ARRAYS_NPZ OUT_NPZ [SCENARIO_FILE ARRAYS_NPZ OUT_NPZ ...]
         [--training]    (parity: each net in turn, one framework import for them all; a net's arrays may set its mode)
     python -m frameworks.worker ahead SCENARIO_FILE OUT_JSON    (the compile helper, started by a scenario worker)
-    python -m frameworks.worker losses SCENARIO_FILE...    (arithmetic checks: each training scenario's step losses,
+    python -m frameworks.worker steps SCENARIO_FILE...    (arithmetic checks: each training scenario's steps' notes,
         unmeasured, one framework import for them all)
 
 SCENARIO_FILE is a JSON file holding the scenario (`Scenario.to_dict`), written by whoever starts the job into its
@@ -508,13 +508,14 @@ def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool)
     np.savez(out_path, output=output, loss=np.float64(loss), **statistics)
 
 
-def train_losses(scenario: Scenario) -> list[float]:
-    """The loss of each training step the scenario's phases run, through the calls its phases make (build, compile,
-    the steps), unmeasured: for the checks that a technique keeps the baseline's arithmetic, several scenarios to a
+def train_steps(scenario: Scenario) -> list[dict]:
+    """The notes of each training step the scenario's phases run (its loss, the bytes autograd saved...), through
+    the calls its phases make (build, compile, the steps), unmeasured: for the checks of a framework's arithmetic
+    (a technique keeps the baseline's losses; the rules predict what autograd saves), several scenarios to a
     process."""
     adapter = built(scenario)
     adapter.compile()
-    return [adapter.train_step()["loss"] for name in scenario.phases if name.startswith("train_step")]
+    return [adapter.train_step() for name in scenario.phases if name.startswith("train_step")]
 
 
 def die_with_parent() -> None:
@@ -547,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     job = jobs.add_parser("ahead")
     job.add_argument("scenario_file")
     job.add_argument("out")
-    job = jobs.add_parser("losses")
+    job = jobs.add_parser("steps")
     job.add_argument("scenario_files", nargs="+")
     args = parser.parse_args(argv)
     if args.job == "params":
@@ -561,8 +562,8 @@ def main(argv: list[str] | None = None) -> int:
         for scenario_file, arrays, out in zip(*[iter(args.nets)] * 3, strict=True):
             forward(Scenario.from_dict(json.loads(Path(scenario_file).read_text())), arrays, out, args.training)
         return 0
-    if args.job == "losses":
-        print(json.dumps([train_losses(Scenario.from_dict(json.loads(Path(path).read_text())))
+    if args.job == "steps":
+        print(json.dumps([train_steps(Scenario.from_dict(json.loads(Path(path).read_text())))
                           for path in args.scenario_files]))
         return 0
     scenario = Scenario.from_dict(json.loads(Path(args.scenario_file).read_text()))

@@ -101,10 +101,10 @@ def spec_file(tmp_path: Path):  # noqa: ANN201
     return write
 
 
-def losses_in_one_worker(scenarios: list[Scenario], folder: Path) -> list[list[float]]:
-    """The worker's losses job: each training scenario's loss per step, every scenario in one worker of their one
-    framework (its import paid once), for the checks that techniques keep the baseline's arithmetic; a scenario
-    that fails fails the test with the worker's output."""
+def steps_in_one_worker(scenarios: list[Scenario], folder: Path) -> list[list[dict]]:
+    """The worker's steps job: each training scenario's notes per step, every scenario in one worker of their one
+    framework (its import paid once), for the checks of a framework's arithmetic (losses, what autograd saves); a
+    scenario that fails fails the test with the worker's output."""
     frameworks_given = {scenario.framework for scenario in scenarios}
     assert len(frameworks_given) == 1, frameworks_given
     files = []
@@ -112,4 +112,4 @@ def losses_in_one_worker(scenarios: list[Scenario], folder: Path) -> list[list[f
         scenario_folder = folder / f"scenario{index}"
         scenario_folder.mkdir(parents=True, exist_ok=True)
         files.append(write_scenario(scenario.to_dict(), scenario_folder))
-    return json.loads(run_worker(frameworks_given.pop(), "losses", *files))
+    return json.loads(run_worker(frameworks_given.pop(), "steps", *files))

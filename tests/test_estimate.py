@@ -10,14 +10,13 @@ import pytest
 
 from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate, hand_count
-from models.protocol import write_scenario
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import BatchNorm, Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, ReLU
 from suites.analysis import accounting, constants, figures
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, interpreter
-from tests.conftest import FRAMEWORKS, run_cli
+from tests.conftest import FRAMEWORKS, run_cli, steps_in_one_worker
 from tests.test_estimate_graph import newer_kinds, small_graph
 
 # CS231n's VGG-16 table, one entry per layer output (ReLU in place), input first.
@@ -115,18 +114,6 @@ SAVED_CASES = [
     *(("torch", GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient")),
     *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1))),
     *((framework, NEWER_KINDS, 2, "none") for framework in ("torch", "keras-torch"))]
-# Run in a torch or keras-torch interpreter: each scenario file's net built, compiled and stepped once, as a worker's
-# phases do, all in this one process; prints the saved-tensor bytes each first step's notes carry, one a line.
-FIRST_STEPS_SAVED = """
-import json, sys
-from pathlib import Path
-from frameworks.worker import built
-from models.scenario import Scenario
-for path in sys.argv[1:]:
-    adapter = built(Scenario.from_dict(json.loads(Path(path).read_text())))
-    adapter.compile()
-    print(adapter.train_step()["saved_activation_bytes"])
-"""
 
 
 def _spec(model: str) -> ModelSpec:
@@ -139,22 +126,19 @@ def saved_by_autograd(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[st
     framework in one process (the framework's import paid once), since what is saved is the framework's arithmetic,
     not the process's memory (`test_torch_rules_match_a_record_s_saved_tensors` reads it from a worker's record)."""
     folder = tmp_path_factory.mktemp("saved")
-    files: dict[str, list[str]] = {}
-    for index, (framework, model, batch, technique) in enumerate(SAVED_CASES):
+    scenarios: dict[str, list[Scenario]] = {}
+    for framework, model, batch, technique in SAVED_CASES:
         where = {"model": model}
         if model in SPEC_FILES:
             where = {"model_file": str(folder / f"{model}.json")}
             (folder / f"{model}.json").write_text(json.dumps(_spec(model).to_dict()))
-        scenario = Scenario.create(framework, **where, device="cpu", batch=batch, technique=technique)
-        (folder / str(index)).mkdir()
-        files.setdefault(framework, []).append(write_scenario(scenario.to_dict(), folder / str(index)))
+        scenarios.setdefault(framework, []).append(
+            Scenario.create(framework, **where, device="cpu", batch=batch, technique=technique))
     saved: dict[tuple[str, str, int, str], int] = {}
-    for framework, scenario_files in files.items():
-        done = subprocess.run([interpreter(framework), "-c", FIRST_STEPS_SAVED, *scenario_files], cwd=ROOT,
-                              env=worker_environment(), capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-3000:]
+    for framework, given in scenarios.items():
         cases = [case for case in SAVED_CASES if case[0] == framework]
-        saved |= dict(zip(cases, map(int, done.stdout.split()), strict=True))
+        steps = steps_in_one_worker(given, folder / framework)
+        saved |= {case: each[0]["saved_activation_bytes"] for case, each in zip(cases, steps, strict=True)}
     return saved
 
 

@@ -14,7 +14,7 @@ from models import techniques
 from models.catalogue import Graph
 from models.scenario import Scenario
 from models.spec import BatchNorm, Concat, Conv2D, Dense, Dropout, GlobalAvgPool, ModelSpec, ReLU
-from tests.conftest import FRAMEWORKS, losses_in_one_worker
+from tests.conftest import FRAMEWORKS, steps_in_one_worker
 
 
 def small_densenet() -> ModelSpec:
@@ -47,11 +47,12 @@ def test_the_net_has_runs_for_every_recomputing_technique() -> None:
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_recomputing_techniques_compute_the_baselines_losses(framework: str, spec_file, tmp_path: Path) -> None:  # noqa: ANN001
-    """Arithmetic, not memory: every technique's steps in one worker (its losses job), as their scenario's phases
+    """Arithmetic, not memory: every technique's steps in one worker (its steps job), as their scenario's phases
     run them."""
     path = spec_file(small_densenet().to_dict())
     scenarios = [Scenario.create(framework, model_file=str(path), device="cpu", batch=4, technique=technique,
                                  optimizer="sgd") for technique in ("none", *techniques.RECOMPUTING)]
-    baseline, *others = losses_in_one_worker(scenarios, tmp_path / "workers")
+    stepped = steps_in_one_worker(scenarios, tmp_path / "workers")
+    baseline, *others = ([step["loss"] for step in steps] for steps in stepped)
     for technique, losses in zip(techniques.RECOMPUTING, others, strict=True):
         assert losses == pytest.approx(baseline, rel=1e-5), technique

@@ -12,7 +12,7 @@ from models.scenario import Scenario
 from models.spec import SpecError
 from suites.analysis import across_records, fit
 from suites.run.orchestrator import run_scenario
-from tests.conftest import FRAMEWORKS, losses_in_one_worker, run_cli
+from tests.conftest import FRAMEWORKS, run_cli, steps_in_one_worker
 
 # (relative tolerance, steps compared): mixed precision only the first step, since fp16's dynamic loss
 # scaling may skip a step whose scaled gradients overflow (torch's GradScaler starts at 65536)
@@ -22,10 +22,10 @@ SAME_LOSS = {"checkpoint": (1e-5, 2), "accumulate": (1e-5, 2), "bf16": (3e-2, 1)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_techniques_compute_the_baselines_loss(framework: str, tmp_path: Path) -> None:
     """Checkpointing and accumulation change memory, not arithmetic; mixed precision only rounding. Arithmetic, not
-    memory: every technique's steps in one worker (its losses job), as their scenario's phases run them."""
+    memory: every technique's steps in one worker (its steps job), as their scenario's phases run them."""
     scenarios = [Scenario.create(framework, "plain-2", device="cpu", batch=8, technique=technique, optimizer="sgd")
                  for technique in ("none", *SAME_LOSS)]
-    baseline, *others = losses_in_one_worker(scenarios, tmp_path)
+    baseline, *others = ([step["loss"] for step in steps] for steps in steps_in_one_worker(scenarios, tmp_path))
     for (technique, (tolerance, steps)), losses in zip(SAME_LOSS.items(), others, strict=True):
         assert losses[:steps] == pytest.approx(baseline[:steps], rel=tolerance), (technique, losses, baseline)
 
