@@ -233,7 +233,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     start = "resume" if args.resume else "fresh" if args.fresh else "merge"
     return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout, start, args.executor,
-                     args.jobs, args.address, args.batches, args.max_batch)
+                     args.jobs, args.address, args.batches, args.max_batch, args.techniques)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -434,6 +434,8 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--models", default="", help="comma-separated names or model files; default: the suite's")
     bench.add_argument("--batches", default="", help="comma-separated batch grid replacing the suite's (sweeps: "
                                                      "e.g. 10,20,...,200 to see TensorFlow's steps)")
+    bench.add_argument("--techniques", default="", help="comma-separated: only the suite's scenarios with these "
+                                                        "techniques (default: all)")
     bench.add_argument("--max-batch", type=int, help="fit: the largest batch each question tries "
                                                                 "(default: the question's own bound)")
     bench.add_argument("--timeout", type=_seconds, default=600.0, help="seconds per scenario")

@@ -174,6 +174,19 @@ def test_sweeps_draw_a_line_only_where_it_fits_and_name_the_steps(monkeypatch: p
     assert done.returncode == 2 and "--batches must be positive integers" in done.stderr
 
 
+def test_techniques_keep_only_the_suites_scenarios_with_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bench --techniques none,checkpoint` runs the suite's scenarios with those techniques (and the probes), all
+    of them; one the suite never runs is refused in one line, naming those it runs."""
+    every = scenarios("techniques")
+    monkeypatch.setenv("FOOTPRINT_TECHNIQUES", "none,checkpoint")
+    kept = scenarios("techniques")
+    assert kept == [scenario for scenario in every if scenario.technique in ("none", "checkpoint")]
+    assert {scenario.technique for scenario in kept} == {"none", "checkpoint"} and len(kept) < len(every)
+    done = run_cli("bench", "--device", "cpu", "--suite", "default", "--techniques", "checkpoint")
+    assert done.returncode == 2 and "this suite runs none, not checkpoint" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1
+
+
 def test_max_batch_bounds_each_fit_question_and_only_those(monkeypatch: pytest.MonkeyPatch) -> None:
     """`bench --suite fit --max-batch N` lowers each question's bound to N (never raises it); a bound of no use
     (another suite, zero) is refused in one line."""

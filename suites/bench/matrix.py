@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from models import allocator_modes, executions
+from models import allocator_modes, executions, techniques
 from models.catalogue import load_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
@@ -151,7 +151,7 @@ def batch_grid(parts: tuple[Part, ...]) -> tuple[int, ...] | None:
 def scenarios(name: str) -> list[Scenario]:
     """The probes of each framework first (their constants feed the estimates of the rest), then the suite."""
     parts, chosen_frameworks, models, resolved = suite_settings(name)
-    grid = batch_grid(parts)
+    grid, chosen_techniques = batch_grid(parts), technique_filter(parts)
     probes = [Scenario.create(framework, probe, kind=kind, device=resolved)
               for probe in PROBES for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
     return _once(probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
@@ -159,7 +159,7 @@ def scenarios(name: str) -> list[Scenario]:
                                      execution=execution)
                      for part in parts for model in (models or part.models) for kind in part.kinds
                      for batch in (grid if grid and len(part.batches) > 1 else part.batches)
-                     for technique in part.techniques
+                     for technique in part.techniques if not chosen_techniques or technique in chosen_techniques
                      for optimizer in part.optimizers
                      for framework in chosen_frameworks
                      for execution in (executions.examples(framework, resolved) if part.every_execution_mode
@@ -180,6 +180,17 @@ def _once(found: list[Scenario]) -> list[Scenario]:
     """Each scenario once, in first-named order: `--models` gives every part the same models, and two parts that
     differ only in their models then name the same scenario."""
     return list({identity(scenario.to_dict()): scenario for scenario in found}.values())
+
+
+def technique_filter(parts: tuple[Part, ...]) -> tuple[str, ...]:
+    """A user's choice among the suite's techniques (`bench --suite techniques --techniques none,checkpoint`): only
+    the scenarios with one of them run; () for all. One the suite never runs is refused, naming those it runs."""
+    chosen = _listed("FOOTPRINT_TECHNIQUES", (), list(techniques.TECHNIQUES), "technique")
+    offered = {technique for part in parts for technique in part.techniques}
+    if set(chosen) - offered:
+        raise SpecError(f"--techniques: this suite runs {', '.join(sorted(offered))}, not "
+                        f"{', '.join(sorted(set(chosen) - offered))}")
+    return chosen
 
 
 def search_bound(name: str) -> int | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from models.protocol import COMPILE_CACHE_VARIABLE
-from suites.bench.matrix import batch_grid, search_bound, size, suite_settings
+from suites.bench.matrix import batch_grid, search_bound, size, suite_settings, technique_filter
 from suites.report import summary
 from suites.report.render import render
 from suites.run import device, executors, interrupts, runfile
@@ -23,7 +23,7 @@ from suites.run.runfile import run_path
 
 def run_suite(suite: str, requested_device: str, frameworks: str, models: str, timeout: float,
               start: str = "merge", engine: str = "local", jobs: int = 1, address: str = "", batches: str = "",
-              max_batch: int | None = None) -> int:
+              max_batch: int | None = None, techniques: str = "") -> int:
     """`start`: merge (add or replace this run's scenarios in the run file), resume (also skip those already
     ok) or fresh (start the run file over). `engine`, `jobs`, `address`: suites.run.executors."""
     executors.check(engine, jobs, address)
@@ -32,10 +32,12 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
                        "FOOTPRINT_RESUME": "1" if start == "resume" else "",
                        "FOOTPRINT_EXECUTOR": engine, "FOOTPRINT_JOBS": str(jobs), "FOOTPRINT_ADDRESS": address,
                        "FOOTPRINT_BATCHES": batches,
-                       "FOOTPRINT_MAX_BATCH": "" if max_batch is None else str(max_batch)})
+                       "FOOTPRINT_MAX_BATCH": "" if max_batch is None else str(max_batch),
+                       "FOOTPRINT_TECHNIQUES": techniques})
     parts, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
     batch_grid(parts)
     search_bound(suite)
+    technique_filter(parts)
     for framework in chosen:
         interpreter(framework, resolved)
     path = run_path(suite, resolved)
