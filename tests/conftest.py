@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,7 +19,7 @@ import pytest
 from models.protocol import write_scenario
 from models.scenario import Scenario
 from models.spec import ModelSpec
-from suites.run.orchestrator import worker_environment
+from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, frameworks, interpreter
 
 FRAMEWORKS = frameworks()
@@ -113,3 +116,27 @@ def steps_in_one_worker(scenarios: list[Scenario], folder: Path) -> list[list[di
         scenario_folder.mkdir(parents=True, exist_ok=True)
         files.append(write_scenario(scenario.to_dict(), scenario_folder))
     return json.loads(run_worker(frameworks_given.pop(), "steps", *files))
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Scenario], dict]:
+    """`run_scenario`, measured once per scenario for the whole session: tests in different files that read the same
+    record (keras-small's training run per framework, the torch probe's) pay for one worker between them. The test
+    processes (pytest-xdist) share each record through a folder all of them see, under a lock; each caller gets its
+    own copy, so none can change another's."""
+    root = tmp_path_factory.getbasetemp()
+    folder = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "shared-runs"
+    folder.mkdir(exist_ok=True)
+
+    def run(scenario: Scenario) -> dict:
+        key = hashlib.sha256(json.dumps(scenario.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        with (folder / f"{key}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the other test process waits for this one's run, not a second run
+            stored = folder / f"{key}.json"
+            if not stored.exists():
+                written = stored.with_suffix(".tmp")
+                written.write_text(json.dumps(run_scenario(scenario)))
+                written.replace(stored)  # whole or absent, should a run be stopped halfway
+            return json.loads(stored.read_text())
+
+    return run

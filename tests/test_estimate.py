@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -203,10 +204,10 @@ def test_jax_tracked_rules_match_the_pullbacks_residuals(model: str, batch: int,
 
 
 @pytest.fixture(scope="module")
-def records() -> dict[str, dict]:
-    """One real keras-small training run per framework, as the orchestrator returns it (measurements only)."""
-    return {framework: run_scenario(Scenario.create(framework, "keras-small", device="cpu"))
-            for framework in FRAMEWORKS}
+def records(shared_run: Callable[[Scenario], dict]) -> dict[str, dict]:
+    """One real keras-small training run per framework, as the orchestrator returns it (measurements only): the
+    session's, which test_records and test_keras read too."""
+    return {framework: shared_run(Scenario.create(framework, "keras-small", device="cpu")) for framework in FRAMEWORKS}
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
@@ -251,9 +252,10 @@ def _taken(*records: dict) -> dict | None:
 
 
 @pytest.fixture(scope="module")
-def probe_record() -> dict:
-    """One torch probe run, which both the probe's constants and the depth probe's are measured against."""
-    return run_scenario(Scenario.create("torch", constants.PROBE, device="cpu"))
+def probe_record(shared_run: Callable[[Scenario], dict]) -> dict:
+    """One torch probe run (the session's), which both the probe's constants and the depth probe's are measured
+    against."""
+    return shared_run(Scenario.create("torch", constants.PROBE, device="cpu"))
 
 
 def test_probe_constants_are_measured_minus_analytic(probe_record: dict) -> None:

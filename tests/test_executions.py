@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,11 +29,12 @@ def compiled_runs() -> list[dict]:
     return [run_scenario(COMPILED) for _ in range(2)]
 
 
-def test_torch_compile_trains_and_infers_with_its_graphs_counted(compiled_runs: list[dict]) -> None:
+def test_torch_compile_trains_and_infers_with_its_graphs_counted(compiled_runs: list[dict],
+                                                                  shared_run: Callable[[Scenario], dict]) -> None:
     """Inductor's CPU backend builds with the machine's gcc: the inference graph compiles in the compile phase (one
     warm-up forward pass), the training graph at the first step, and nothing recompiles at the steady step."""
     compiled = compiled_runs[0]
-    eager = run_scenario(replace(COMPILED, execution="default"))
+    eager = shared_run(replace(COMPILED, execution="default"))  # the torch probe's, test_estimate's
     assert compiled["status"] == "ok", compiled["failure"]
     graphs = [phase(compiled, name)["notes"]["graphs_compiled"] for name in ("compile", "train_step_1", "train_step_2")]
     assert graphs[0] >= 1 and graphs[1] > graphs[0] and graphs[2] == graphs[1]
@@ -65,10 +67,10 @@ def test_keras_runs_the_jit_compile_it_is_given(framework: str, execution: str, 
     assert phase(record, "compile")["notes"]["jit_compile"] is jit_compile
 
 
-def test_jax_op_by_op_computes_what_the_jitted_step_does() -> None:
+def test_jax_op_by_op_computes_what_the_jitted_step_does(shared_run: Callable[[Scenario], dict]) -> None:
     """On the probe (a conv, ReLU, max-pool, flatten and dense layer): op by op, each of them runs uncompiled."""
     eager = run_scenario(Scenario.create("jax", "probe", device="cpu", execution="eager"))
-    jitted = run_scenario(Scenario.create("jax", "probe", device="cpu"))
+    jitted = shared_run(Scenario.create("jax", "probe", device="cpu"))
     assert eager["status"] == jitted["status"] == "ok", (eager["failure"], jitted["failure"])
     assert "memory_analysis" not in phase(eager, "compile")["notes"]  # nothing compiled, so no plan
     assert "memory_analysis" in phase(jitted, "compile")["notes"]

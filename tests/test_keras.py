@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -17,7 +18,6 @@ from models.record import phase
 from models.scenario import Scenario
 from suites.analysis import across_records
 from suites.run import runfile
-from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT, frameworks, interpreter
 
 KERAS = ["keras-jax", "keras-tensorflow", "keras-torch"]
@@ -44,8 +44,8 @@ def test_records_of_the_first_tensorflow_adapter_read_as_keras_tensorflow() -> N
     assert Scenario.from_dict(old).framework == "keras-tensorflow"
 
 
-def test_keras_on_torch_leaves_its_gradients_where_torch_keeps_them() -> None:
-    record = run_scenario(Scenario.create("keras-torch", "keras-small", device="cpu"))
+def test_keras_on_torch_leaves_its_gradients_where_torch_keeps_them(shared_run: Callable[[Scenario], dict]) -> None:
+    record = shared_run(Scenario.create("keras-torch", "keras-small", device="cpu"))  # test_records' too
     assert record["status"] == "ok", record["failure"]
     assert record["framework"]["versions"]["keras_backend"] == "torch"
     step = phase(record, "train_step_1")["tensors"]

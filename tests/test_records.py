@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -70,21 +70,22 @@ def test_host_figures_count_the_processes_a_phase_starts() -> None:
     assert seen["finished"]["finished_child_peak_rss"]["bytes"] >= 200 * 2**20
 
 
-@functools.cache
-def keras_small_train(framework: str, optimizer: str = "adam") -> dict:
-    """The framework's keras-small train record, measured at its first use: the tests that read the same one share it
-    (none changes it)."""
-    return run_scenario(Scenario.create(framework, "keras-small", device="cpu", optimizer=optimizer))
+@pytest.fixture
+def keras_small_train(shared_run: Callable[[Scenario], dict]) -> Callable[[str], dict]:
+    """The framework's keras-small train record (adam), the session's one run of it: test_estimate and test_keras
+    read the same records, and none changes it."""
+    return lambda framework: shared_run(Scenario.create(framework, "keras-small", device="cpu"))
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_train_record_is_complete(framework: str) -> None:
-    record = keras_small_train(framework, "sgd")
+def test_train_record_is_complete(framework: str, keras_small_train: Callable[[str], dict]) -> None:
+    record = keras_small_train(framework)
     assert record["status"] == "ok", record["failure"]
     assert [p["name"] for p in record["phases"]] == list(PHASES["train"])
     assert record["framework"]["param_count"] == record["model"]["param_count"] == 313_617
     assert record["framework"]["versions"] and record["worker"]["env_set"] is not None
-    assert record["shared_settings"]["optimizer"] == {"sgd": {"learning_rate": 0.01, "momentum": 0.0}}
+    assert record["shared_settings"]["optimizer"] == {"adam": {"learning_rate": 0.001, "beta_1": 0.9, "beta_2": 0.999,
+                                                              "epsilon": 1e-8}}
     assert record["run"]["git_commit"] and record["worker"]["host_peak_resettable"]
     for measured in record["phases"]:
         host = measured["host"]
@@ -109,14 +110,14 @@ def test_build_phase_holds_the_weights(framework: str, spec_file) -> None:  # no
     assert build["host"]["end_rss_bytes"] - build["host"]["start_rss_bytes"] >= 0.95 * WIDE_WEIGHT_BYTES
 
 
-def test_tensorflow_cpu_allocator_peak_is_reset_per_phase() -> None:
-    record = keras_small_train("keras-tensorflow", "sgd")  # test_train_record_is_complete's
+def test_tensorflow_cpu_allocator_peak_is_reset_per_phase(keras_small_train: Callable[[str], dict]) -> None:
+    record = keras_small_train("keras-tensorflow")
     peaks = {p["name"]: p["allocator"]["allocator_peak"] for p in record["phases"] if p["allocator"]}
     assert all(figure["semantics"] == PEAK_SINCE_PHASE_START for figure in peaks.values())
     assert peaks["train_step_1"]["bytes"] > peaks["compile"]["bytes"] > 0
 
 
-def test_jax_records_xla_static_plan() -> None:
+def test_jax_records_xla_static_plan(keras_small_train: Callable[[str], dict]) -> None:
     record = keras_small_train("jax")  # adam: its state is an argument of the train step
     plans = phase(record, "compile")["notes"]["memory_analysis"]
     assert set(plans) == {"forward", "train_step"}
@@ -125,7 +126,7 @@ def test_jax_records_xla_static_plan() -> None:
     assert plans["train_step"]["argument"]["bytes"] >= 3 * record["model"]["weight_bytes"]
 
 
-def test_jax_compiles_in_its_compile_phase_on_the_cpu() -> None:
+def test_jax_compiles_in_its_compile_phase_on_the_cpu(keras_small_train: Callable[[str], dict]) -> None:
     """The compile helper guards a GPU peak counter the CPU does not have: here JAX compiles in its own compile
     phase, which so shows what compiling costs in host memory, and the step trains."""
     record = keras_small_train("jax")

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -15,7 +16,6 @@ import pytest
 from models.scenario import Scenario
 from suites.report.render import markdown
 from suites.run import runfile
-from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT
 from suites.run.runfile import load
 from tests.conftest import gone, workers_of
@@ -77,13 +77,13 @@ def test_a_narrowed_rerun_keeps_the_others_and_resume_runs_only_what_is_missing(
 
 
 @pytest.fixture(scope="module")
-def probe_records() -> dict[str, dict]:
+def probe_records(shared_run: Callable[[Scenario], dict]) -> dict[str, dict]:
     """Real records for the tests of the store, measured once (they read them, never change them): the torch
-    probe's train and infer, and its infer at batch 2."""
+    probe's train and infer (the session's), and its infer at batch 2."""
     scenarios = {"train": Scenario.create("torch", "probe", kind="train", device="cpu"),
                  "infer": Scenario.create("torch", "probe", kind="infer", device="cpu"),
                  "infer at batch 2": Scenario.create("torch", "probe", kind="infer", device="cpu", batch=2)}
-    return {name: run_scenario(scenario) for name, scenario in scenarios.items()}
+    return {name: shared_run(scenario) for name, scenario in scenarios.items()}
 
 
 def test_the_store_replaces_by_identity_fresh_starts_over_and_complete_means_every_request(

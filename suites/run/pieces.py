@@ -43,13 +43,13 @@ class Piece:
 SMALL = ("--jobs", "2")
 # The small forms' models: each worker is seconds of imports on the CPU, so each suite's small form runs the fewest
 # scenarios that still take its own path: the default suite on the probe (its models then are the probes, which
-# every later suite is given), fit's question searched to batch 16, the techniques suite without a technique and with
+# every later suite is given), fit's question searched to batch 4, the techniques suite without a technique and with
 # one that recomputes (checkpointing), the probes suite on the probes and one probe of a layer kind.
 PIECES = (
     Piece("default", "the default suite (keras200m, heatmap68, resnet50; on a GPU each pool off too)", "default",
           quick=("--models", "probe", *SMALL)),
     Piece("fit", "the fit suite: the stories' does-it-fit questions, each probe's record kept", "fit",
-          ("--timeout", "240"), ("--models", "heatmap68", "--timeout", "240", "--max-batch", "16"), ("torch",)),
+          ("--timeout", "240"), ("--models", "heatmap68", "--timeout", "240", "--max-batch", "4"), ("torch",)),
     Piece("techniques", "the techniques suite: the tricks on plain-16 and on the real nets (resnet50, densenet121)",
           "techniques", quick=("--models", "plain-2", "--techniques", "none,checkpoint", *SMALL),
           quick_frameworks=("torch",)),
