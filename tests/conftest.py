@@ -5,7 +5,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -119,13 +118,15 @@ def steps_in_one_worker(scenarios: list[Scenario], folder: Path) -> list[list[di
 
 
 @pytest.fixture(scope="session")
-def shared_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Scenario], dict]:
+def shared_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Callable[[Scenario], dict]:
     """`run_scenario`, measured once per scenario for the whole session: tests in different files that read the same
     record (keras-small's training run per framework, the torch probe's) pay for one worker between them. The test
     processes (pytest-xdist) share each record through a folder all of them see, under a lock; each caller gets its
     own copy, so none can change another's."""
     root = tmp_path_factory.getbasetemp()
-    folder = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "shared-runs"
+    # an xdist test process's basetemp is popen-gwN inside the session's; a pytest a test starts (the check's) inherits
+    # xdist's environment variables but is no worker, so its own config says which it is
+    folder = (root.parent if hasattr(request.config, "workerinput") else root) / "shared-runs"
     folder.mkdir(exist_ok=True)
 
     def run(scenario: Scenario) -> dict:
