@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from models.scenario import Scenario
 from models.spec import ModelSpec
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, frameworks, interpreter
+from suites.run.runfile import identity
 
 FRAMEWORKS = frameworks()
 
@@ -130,7 +130,7 @@ def shared_run(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixture
     folder.mkdir(exist_ok=True)
 
     def run(scenario: Scenario) -> dict:
-        key = hashlib.sha256(json.dumps(scenario.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        key = identity(scenario.to_dict())
         with (folder / f"{key}.lock").open("w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # the other test process waits for this one's run, not a second run
             stored = folder / f"{key}.json"
