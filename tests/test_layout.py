@@ -5,9 +5,9 @@ functions and under TYPE_CHECKING too):
 - suites/ as run / analysis / report, with bench (which runs the suites) on top: the run machinery measures and
   stores, and imports neither the analysis nor the rendering (the derived values are computed where a run is read);
   the analysis renders nothing; the report imports nothing from bench; no arrow runs back up;
-- models/ imports the standard library and models/ only, all but models/importers/, whose readers may use numpy and
-  onnx (the file formats they read); no module outside models/estimate/ and models/importers/ reaches into their
-  private (underscore) names;
+- models/ imports the standard library and models/ only, all but models/importers/, whose readers may use numpy,
+  onnx and onnxscript (the file formats they read); no module outside models/estimate/ and models/importers/
+  reaches into their private (underscore) names;
 - suites/ never imports a framework or the worker.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("models", "frameworks", "suites")
 # suites/'s folders from the bottom up: an arrow goes down or sideways, never up (__main__.py is above them all)
 SUITE_FLOORS = ("run", "analysis", "report", "bench")
-IMPORTERS_MAY_USE = {"numpy", "onnx"}
+IMPORTERS_MAY_USE = {"numpy", "onnx", "onnxscript"}
 SEALED = ("models.estimate", "models.importers")  # packages whose underscore names are their own
 
 
@@ -184,7 +184,7 @@ def test_nothing_in_suites_imports_a_framework_or_the_worker() -> None:
 
 
 def test_models_import_the_standard_library_and_models_only_but_the_importers() -> None:
-    """models/ is pure data and arithmetic; only models/importers/ reads file formats, with numpy and onnx."""
+    """models/ is pure data and arithmetic; only models/importers/ reads file formats, with numpy and onnx(script)."""
     allowed = set(sys.stdlib_module_names) | {"models", "__future__"}
     paths = sorted(path for path in (ROOT / "models").rglob("*.py") if "__pycache__" not in path.parts)
     assert any(path.parent.name == "estimate" for path in paths) and any(path.parent.name == "importers"

@@ -16,11 +16,13 @@ from onnx.reference import ReferenceEvaluator
 from models.importers.files import load_spec_file
 from models.importers.onnx_file import canonical_weights
 from models.spec import ModelSpec, SpecError
-from tests.conftest import forward_everywhere, run_cli
+from tests.conftest import forward_all, run_cli
 
 CONSTANT = "const_"  # the initializers that shape the computation (Reshape's shape, Resize's scales...): not weights
 BATCH = 4
 Build = Callable[[], tuple[onnx.ModelProto, str]]  # a net, and the name of its output before any softmax
+EXPORTS = Path(__file__).parent / "data" / "torch_exports"  # a small net exported by PyTorch (export.py there)
+TRAINING_GRAPHS = ("default_unoptimized", "legacy_preserve")  # the two exports that keep the batch norms
 
 
 class _Net:
@@ -164,22 +166,54 @@ def _arrays(spec: ModelSpec, path: Path) -> dict[str, np.ndarray]:
     return {"inputs": inputs, "targets": targets, **canonical_weights(path, spec)}
 
 
-@pytest.mark.parametrize("build", [residual_net, newer_net], ids=["residual", "newer"])
-def test_torch_and_jax_compute_what_the_onnx_graph_computes(build: Build, tmp_path: Path) -> None:
-    """With the initializers loaded, the imported net's output is the ONNX graph's own (its scores before a
-    softmax the loss took in), channels-last."""
-    model, scores = build()
-    path = _save(model, tmp_path, build.__name__)
-    spec = load_spec_file(path)
-    arrays = _arrays(spec, path)
-    image = arrays["inputs"].transpose(0, 3, 1, 2) if arrays["inputs"].ndim == 4 else arrays["inputs"]
-    (expected,) = ReferenceEvaluator(model).run([scores], {"image": image})
-    if expected.ndim == 4:
-        expected = expected.transpose(0, 2, 3, 1)
-    assert np.abs(expected).max() > 0.1  # a net of zeros would agree trivially
-    results = forward_everywhere(spec, arrays, tmp_path, frameworks_run=("torch", "jax"))
-    for framework, result in results.items():
-        np.testing.assert_allclose(result["output"], expected, rtol=1e-4, atol=1e-4, err_msg=framework)
+def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> None:
+    """With the initializers loaded, each imported net's output is the ONNX graph's own (its scores before a
+    softmax the loss took in), channels-last: the nets written here and PyTorch's two exports that keep the
+    training graph, all of them in one worker per framework."""
+    graphs = [(path, model, scores) for build in (residual_net, newer_net)
+              for model, scores in [build()] for path in [_save(model, tmp_path, build.__name__)]]
+    graphs += [(path, onnx.load(path), "") for path in (EXPORTS / f"{name}.onnx" for name in TRAINING_GRAPHS)]
+    specs = [load_spec_file(path) for path, _, _ in graphs]
+    nets = [(spec, _arrays(spec, path)) for spec, (path, _, _) in zip(specs, graphs, strict=True)]
+    results = forward_all(nets, tmp_path, frameworks_run=("torch", "jax"))
+    for (path, model, scores), (_, arrays), result in zip(graphs, nets, results, strict=True):
+        image = arrays["inputs"].transpose(0, 3, 1, 2) if arrays["inputs"].ndim == 4 else arrays["inputs"]
+        (expected,) = ReferenceEvaluator(model).run([scores or model.graph.output[0].name], {"image": image})
+        if expected.ndim == 4:
+            expected = expected.transpose(0, 2, 3, 1)
+        assert np.abs(expected).max() > 0.1, path  # a net of zeros would agree trivially
+        for framework, computed in result.items():
+            np.testing.assert_allclose(computed["output"], expected, rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{path} {framework}")
+
+
+@pytest.mark.parametrize("name", TRAINING_GRAPHS)
+def test_pytorchs_exports_that_keep_the_training_graph_have_torchs_counts(name: str) -> None:
+    """The default exporter's unoptimized graph (its zero biases and batch-size arithmetic computed, not layers)
+    and the legacy exporter's with TrainingMode.PRESERVE: the net's parameters and statistics, as torch counts."""
+    spec = load_spec_file(EXPORTS / f"{name}.onnx")
+    counts = json.loads((EXPORTS / "counts.json").read_text())
+    assert (spec.param_count, spec.statistics_count) == (counts["parameters"], counts["statistics"])
+    assert sum(layer.kind == "batchnorm" for layer in spec.layers) == 2
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("default", "node 'node_Conv_37' (Conv) has a batch norm fused into it by the default exporter (onnxscript's "
+                "FuseBatchNormIntoConv)"),
+    ("legacy", "node '/stem/Conv' (Conv) reads a weight the exporter computed ('onnx::Conv_28'")])
+def test_a_graph_whose_batch_norms_were_fused_is_refused_naming_the_export_that_keeps_them(name: str, message: str,
+                                                                                          tmp_path: Path) -> None:
+    """PyTorch's default export, and the legacy one in its default TrainingMode.EVAL, fold each batch norm into the
+    conv before it: an inference graph, never measured as the training net."""
+    path = EXPORTS / f"{name}.onnx"
+    with pytest.raises(SpecError) as error:
+        load_spec_file(path)
+    assert str(error.value).startswith(f"{path}: {message}") and "\n" not in str(error.value)
+    assert "optimize=False" in str(error.value) and "TrainingMode.PRESERVE" in str(error.value)
+    out = tmp_path / "run.json"
+    done = run_cli("run", "--framework", "torch", "--model-file", str(path), "--device", "cpu", "--out", str(out))
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"python -m suites: error: {error.value}"]
+    assert not out.exists() and done.stdout == ""  # nothing measured
 
 
 def test_an_imported_net_runs_a_scenario_in_keras(tmp_path: Path) -> None:

@@ -30,6 +30,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from models.importers.onnx_folding import computed_constants
+from models.importers.onnx_fusions import fused_batch_norm
 from models.spec import LAYER_TYPES, MODEL_INPUT, ModelSpec, Shape, SpecError, same_padding
 
 MIN_OPSET = 13
@@ -95,7 +97,10 @@ def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
     if opset < MIN_OPSET:
         raise SpecError(f"{source}: uses ONNX opset {opset}; the importer reads opset {MIN_OPSET} and later "
                         f"(onnx.version_converter converts)")
-    return _Importer(source, name, model.graph)
+    fused = fused_batch_norm(model)
+    if fused:
+        raise SpecError(f"{source}: {fused}")
+    return _Importer(source, name, model.graph, computed_constants(model))
 
 
 def _attributes(node: onnx.NodeProto) -> dict[str, object]:
@@ -138,6 +143,7 @@ class _Importer:
     source: str
     name: str
     graph: onnx.GraphProto
+    computed: dict[str, np.ndarray]  # what the graph computes from constants alone: the exporter's arithmetic
     entries: list[dict] = field(default_factory=list)
     shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape
     weights: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # spec name -> canonical arrays
@@ -149,7 +155,7 @@ class _Importer:
     loss: str = "mse"
 
     def spec(self) -> ModelSpec:
-        self.constants = {init.name: numpy_helper.to_array(init) for init in self.graph.initializer}
+        self.constants = {init.name: numpy_helper.to_array(init) for init in self.graph.initializer} | self.computed
         self._input()
         outputs = [output.name for output in self.graph.output]
         if len(outputs) != 1:
@@ -182,8 +188,9 @@ class _Importer:
 
     def _feeding(self, output: str) -> list[onnx.NodeProto]:
         """The nodes the output depends on, in the graph's order: a runtime skips a branch that feeds no output,
-        and a spec has no layer that feeds none."""
-        producer = {tensor: node for node in self.graph.node for tensor in node.output}
+        and a spec has no layer that feeds none. A value computed from constants alone is known: what computes
+        it is not a layer."""
+        producer = {tensor: node for node in self.graph.node for tensor in node.output if tensor not in self.computed}
         needed, pending = set(), [output]
         while pending:
             node = producer.get(pending.pop())
@@ -378,6 +385,9 @@ class _Importer:
     def _concat(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         """Concat over the channels of tensors of one layout, the only join the spec's concat makes."""
         values = [self._value(node, i) for i in range(len(node.input))]
+        if len(values) == 1:  # torch.cat of a list of one (DenseNet's first layer of a block): the tensor itself
+            self.tensors[node.output[0]] = values[0]
+            return
         rank = len(self.shapes[values[0].spec]) + 1
         channels = 1 if values[0].layout == FIRST else rank - 1
         if len({value.layout for value in values}) != 1 or isinstance(values[0].layout, tuple) or \
@@ -425,6 +435,8 @@ class _Importer:
         value = self._value(node, 0)
         image = self._image_shape(value)
         weight, bias = self._constant(node, 1, "weight"), self._constant(node, 2, "bias")
+        if bias is not None and node.input[2] in self.computed and not bias.any():
+            bias = None  # the default exporter's zero bias of a conv that has none: computed, not a parameter
         if weight is None or weight.ndim != 4:
             raise _Refused("has no 2-D kernel; the spec's conv2d is 2-D")
         if any(d != 1 for d in attributes.get("dilations", [1, 1])):

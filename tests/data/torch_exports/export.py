@@ -1,0 +1,56 @@
+"""How the ONNX files beside this script were made: one small net, exported by PyTorch's two exporters in the forms
+a user runs, and torch's own counts of the net (`counts.json`: parameters, and floating-point buffers as statistics).
+The importer's tests read the files (the tests' environment has no torch); run this again, with torch 2.13 and
+onnxscript installed, to remake them: `python tests/data/torch_exports/export.py`.
+
+The net has what the exporters treat specially: convs without bias, each before a batch norm (which an inference
+export folds into the conv), and a `torch.cat` of a one-tensor list (as DenseNet's first layer of a block).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+HERE = Path(__file__).parent
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+        self.stem_bn = nn.BatchNorm2d(8)
+        self.conv = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.conv_bn = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(2)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem_bn(self.stem(x)))
+        x = torch.relu(x + self.conv_bn(self.conv(torch.cat([x], 1))))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.pool(x), 1), 1))
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    net, image = Net(), torch.randn(2, 3, 16, 16)
+    with torch.no_grad():  # running statistics away from 0 and 1, so that a batch norm left out would show
+        for norm in (net.stem_bn, net.conv_bn):
+            norm.running_mean.uniform_(-0.5, 0.5)
+            norm.running_var.uniform_(0.5, 2.0)
+    batch = {"input_names": ["image"], "dynamic_axes": {"image": {0: "N"}}, "external_data": False}
+    torch.onnx.export(net.train(), (image,), HERE / "default.onnx", **batch)  # batch norms fused into the convs
+    torch.onnx.export(net.train(), (image,), HERE / "default_unoptimized.onnx", optimize=False, **batch)
+    torch.onnx.export(net.eval(), (image,), HERE / "legacy.onnx", dynamo=False, **batch)  # fused (TrainingMode.EVAL)
+    torch.onnx.export(net.eval(), (image,), HERE / "legacy_preserve.onnx", dynamo=False,
+                      training=torch.onnx.TrainingMode.PRESERVE, **batch)
+    statistics = sum(buffer.numel() for buffer in net.buffers() if buffer.is_floating_point())
+    counts = {"parameters": sum(parameter.numel() for parameter in net.parameters()), "statistics": statistics}
+    (HERE / "counts.json").write_text(json.dumps(counts) + "\n")  # torch's own, for the importer's to equal
+
+
+if __name__ == "__main__":
+    main()
