@@ -192,9 +192,21 @@ def test_pytorchs_exports_that_keep_the_training_graph_have_torchs_counts(name: 
     """The default exporter's unoptimized graph (its zero biases and batch-size arithmetic computed, not layers)
     and the legacy exporter's with TrainingMode.PRESERVE: the net's parameters and statistics, as torch counts."""
     spec = load_spec_file(EXPORTS / f"{name}.onnx")
-    counts = json.loads((EXPORTS / "counts.json").read_text())
+    counts = json.loads((EXPORTS / "counts.json").read_text())["Net"]
     assert (spec.param_count, spec.statistics_count) == (counts["parameters"], counts["statistics"])
     assert sum(layer.kind == "batchnorm" for layer in spec.layers) == 2
+
+
+def test_torchs_dropouts_in_training_are_the_specs_dropouts() -> None:
+    """The default exporter writes an in-place dropout and torchvision's stochastic depth as their arithmetic (a
+    RandomUniformLike mask, kept below p, divided by p): each is one dropout, per example where the mask is
+    (N, 1, 1, 1); a plain nn.Dropout is ONNX's Dropout."""
+    spec = load_spec_file(EXPORTS / "dropouts.onnx")
+    dropouts = [(layer.rate, layer.per_example) for layer in spec.layers if layer.kind == "dropout"]
+    assert dropouts == [(0.1, True), (0.25, False), (0.5, False)]
+    assert [layer.kind for layer in spec.layers] == ["conv2d", "dropout", "add", "relu", "dropout", "flatten",
+                                                     "dropout", "dense"]
+    assert spec.param_count == json.loads((EXPORTS / "counts.json").read_text())["Dropouts"]["parameters"]
 
 
 @pytest.mark.parametrize(("name", "message"), [

@@ -30,7 +30,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from models.importers.onnx_folding import computed_constants
+from models.importers.onnx_dropout import DropoutMask, dropout_mask
+from models.importers.onnx_folding import computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
 from models.spec import LAYER_TYPES, MODEL_INPUT, ModelSpec, Shape, SpecError, same_padding
 
@@ -100,7 +101,7 @@ def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
     fused = fused_batch_norm(model)
     if fused:
         raise SpecError(f"{source}: {fused}")
-    return _Importer(source, name, model.graph, computed_constants(model))
+    return _Importer(source, name, model.graph, *computed_constants(model))
 
 
 def _attributes(node: onnx.NodeProto) -> dict[str, object]:
@@ -144,18 +145,22 @@ class _Importer:
     name: str
     graph: onnx.GraphProto
     computed: dict[str, np.ndarray]  # what the graph computes from constants alone: the exporter's arithmetic
+    known: set[str]  # those values' names, with the ones the folder left out once unread: none is a layer's
     entries: list[dict] = field(default_factory=list)
     shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape
     weights: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # spec name -> canonical arrays
     tensors: dict[str, _Tensor] = field(default_factory=dict)  # ONNX tensor name -> its spec value
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     readers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
+    dropouts: dict[int, DropoutMask] = field(default_factory=dict)  # Muls (by id) that are a dropout's arithmetic
     folded: set[int] = field(default_factory=set)  # nodes (by id) an earlier node took in: an Add of a bias, a Mul
     padding: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # a Pad's pixels owed to its Conv
     loss: str = "mse"
 
     def spec(self) -> ModelSpec:
-        self.constants = {init.name: numpy_helper.to_array(init) for init in self.graph.initializer} | self.computed
+        declared = {node.output[0]: constant_value(node) for node in self.graph.node if node.op_type == "Constant"}
+        self.constants = ({init.name: numpy_helper.to_array(init) for init in self.graph.initializer} | self.computed
+                          | {name: value for name, value in declared.items() if value is not None})
         self._input()
         outputs = [output.name for output in self.graph.output]
         if len(outputs) != 1:
@@ -164,6 +169,7 @@ class _Importer:
         for node in nodes:
             for tensor in node.input:
                 self.readers.setdefault(tensor, []).append(node)
+        self._find_dropouts(nodes)
         for index, node in enumerate(nodes):
             label = node.name or (node.output[0] if node.output else f"#{index}")
             op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
@@ -186,11 +192,22 @@ class _Importer:
         except SpecError as exc:
             raise SpecError(f"{self.source}: {exc}") from exc
 
+    def _find_dropouts(self, nodes: list[onnx.NodeProto]) -> None:
+        """The Muls that are torch's dropout written as arithmetic (models/importers/onnx_dropout.py): their masks'
+        nodes are taken in, each Mul becomes one dropout."""
+        producer = {tensor: node for node in nodes for tensor in node.output}
+        for node in nodes:
+            mask = dropout_mask(node, producer, self.readers, self.constants, self.known) if node.op_type == "Mul" \
+                else None
+            if mask:
+                self.folded.update(id(part) for part in mask.chain)
+                self.dropouts[id(node)] = mask
+
     def _feeding(self, output: str) -> list[onnx.NodeProto]:
         """The nodes the output depends on, in the graph's order: a runtime skips a branch that feeds no output,
         and a spec has no layer that feeds none. A value computed from constants alone is known: what computes
         it is not a layer."""
-        producer = {tensor: node for node in self.graph.node for tensor in node.output if tensor not in self.computed}
+        producer = {tensor: node for node in self.graph.node for tensor in node.output if tensor not in self.known}
         needed, pending = set(), [output]
         while pending:
             node = producer.get(pending.pop())
@@ -286,8 +303,10 @@ class _Importer:
         op, label = node.op_type, node.name or node.output[0]
         if node.domain not in ("", "ai.onnx"):
             raise _Refused(f"is a custom op; the spec's layers are the standard ops {SUPPORTED}")
+        if op == "Constant" and node.output[0] not in self.constants:
+            raise _Refused("holds a sparse or string value; the importer reads numeric constants")
         if op == "Constant":
-            self._constant_node(node, attributes)
+            return  # its value is among the constants, read with the initializers
         elif op == "Identity" and node.input[0] in self.constants:  # torch's exporter aliases weights so
             self.constants[node.output[0]] = self.constants[node.input[0]]
         elif op in ("Identity", "Dropout"):
@@ -306,6 +325,8 @@ class _Importer:
             self._gelu(node, attributes, label)
         elif op == "LayerNormalization":
             self._layernorm(node, attributes, label)
+        elif id(node) in self.dropouts:
+            self._dropout(node, self.dropouts[id(node)], label)
         elif op in ("Add", "Mul"):
             self._join(node, label)
         elif op == "Concat":
@@ -330,12 +351,6 @@ class _Importer:
             self._softmax(node, output)
         else:
             raise _Refused(f"has no counterpart in the spec: the importer maps {SUPPORTED}")
-
-    def _constant_node(self, node: onnx.NodeProto, attributes: dict) -> None:
-        """A Constant node: its tensor becomes a constant that later nodes read as weights or arguments."""
-        if "value" not in attributes:
-            raise _Refused("holds a sparse or list value; the importer reads tensor constants")
-        self.constants[node.output[0]] = numpy_helper.to_array(attributes["value"])
 
     def _identity(self, node: onnx.NodeProto, label: str) -> None:
         """Identity passes its value on; Dropout (the identity in inference) becomes the spec's dropout."""
@@ -373,6 +388,11 @@ class _Importer:
         value = self._value(node, 0)
         approximate = _text(attributes.get("approximate", "none")) == "tanh"
         self._set(node, self._emit(label, "gelu", [value.spec], approximate=approximate), value.layout)
+
+    def _dropout(self, node: onnx.NodeProto, mask: DropoutMask, label: str) -> None:
+        value = self._value(node, mask.source)
+        self._set(node, self._emit(label, "dropout", [value.spec], rate=mask.rate, per_example=mask.per_example),
+                  value.layout)
 
     def _join(self, node: onnx.NodeProto, label: str) -> None:
         """Add or Mul of two tensors of one layout, as the spec's add or multiply."""

@@ -16,16 +16,29 @@ import onnx
 from onnx import numpy_helper
 
 
-def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
-    """The graph's constant values: its initializers and its Constant nodes' tensors."""
-    nodes = {node.output[0]: attribute.t for node in model.graph.node if node.op_type == "Constant"
-             for attribute in node.attribute if attribute.name == "value"}
-    return {initializer.name: initializer for initializer in model.graph.initializer} | nodes
+def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """A Constant node's value, or None where it holds no number (a sparse tensor, strings)."""
+    for attribute in node.attribute:
+        value = onnx.helper.get_attribute_value(attribute)
+        if attribute.name == "value":
+            return numpy_helper.to_array(value)
+        if attribute.name in ("value_float", "value_floats", "value_int", "value_ints"):
+            return np.array(value, np.float32 if "float" in attribute.name else np.int64)
+    return None
 
 
-def computed_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """The values the graph computes from constants alone, by name: the exporter's arithmetic, none of them a
-    parameter of the net. The caller's model is left as it was."""
+def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The graph's constant values: its initializers and its Constant nodes' values."""
+    nodes = {node.output[0]: constant_value(node) for node in model.graph.node if node.op_type == "Constant"}
+    return ({initializer.name: numpy_helper.to_array(initializer) for initializer in model.graph.initializer}
+            | {name: value for name, value in nodes.items() if value is not None})
+
+
+def computed_constants(model: onnx.ModelProto) -> tuple[dict[str, np.ndarray], set[str]]:
+    """The values the graph computes from constants alone, by name, and the names of all of them, with those the
+    folder left out once nothing read them any more (the batch size a mask's shape was made of, a zero cast like
+    an activation only for its type): the exporter's arithmetic, none of it a layer or a parameter of the net. The
+    caller's model is left as it was."""
     from onnxscript.optimizer import fold_constants  # about 1 s to import: only when an ONNX file is read
 
     folded = onnx.ModelProto()
@@ -36,5 +49,8 @@ def computed_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
         if tensor.name not in weights and dims and not dims[0].HasField("dim_value"):
             dims[0].dim_value = 1  # the batch: what a shape computed from it holds at batch 1
     fold_constants(folded)
-    computed = {output for node in model.graph.node if node.op_type != "Constant" for output in node.output}
-    return {name: numpy_helper.to_array(tensor) for name, tensor in _constants(folded).items() if name in computed}
+    computed = {output for node in model.graph.node if node.op_type != "Constant" for output in node.output if output}
+    remaining = {output for node in folded.graph.node for output in node.output} | {
+        tensor.name for tensor in folded.graph.output}
+    values = {name: value for name, value in _constants(folded).items() if name in computed}
+    return values, set(values) | (computed - remaining)

@@ -1,10 +1,12 @@
 """How the ONNX files beside this script were made: one small net, exported by PyTorch's two exporters in the forms
-a user runs, and torch's own counts of the net (`counts.json`: parameters, and floating-point buffers as statistics).
+a user runs, and torch's own counts of each net (`counts.json`: parameters, and floating-point buffers as statistics).
 The importer's tests read the files (the tests' environment has no torch); run this again, with torch 2.13 and
 onnxscript installed, to remake them: `python tests/data/torch_exports/export.py`.
 
 The net has what the exporters treat specially: convs without bias, each before a batch norm (which an inference
-export folds into the conv), and a `torch.cat` of a one-tensor list (as DenseNet's first layer of a block).
+export folds into the conv), and a `torch.cat` of a one-tensor list (as DenseNet's first layer of a block). A
+second net has torch's dropouts in training, which the default exporter writes as arithmetic when in place
+(`dropouts.onnx`): torchvision's stochastic depth (one draw per example), an in-place nn.Dropout, and a plain one.
 """
 
 from __future__ import annotations
@@ -34,6 +36,21 @@ class Net(nn.Module):
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.pool(x), 1), 1))
 
 
+class Dropouts(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 3, padding=1)
+        self.in_place = nn.Dropout(0.25, inplace=True)
+        self.plain = nn.Dropout(0.5)
+        self.head = nn.Linear(3 * 8 * 8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        noise = torch.empty([y.shape[0], 1, 1, 1], dtype=y.dtype).bernoulli_(0.9).div_(0.9)  # torchvision's own
+        x = self.in_place(torch.relu(x + y * noise))  # stochastic depth on a residual branch, as in MBConv
+        return self.head(self.plain(torch.flatten(x, 1)))
+
+
 def main() -> None:
     torch.manual_seed(0)
     net, image = Net(), torch.randn(2, 3, 16, 16)
@@ -47,8 +64,11 @@ def main() -> None:
     torch.onnx.export(net.eval(), (image,), HERE / "legacy.onnx", dynamo=False, **batch)  # fused (TrainingMode.EVAL)
     torch.onnx.export(net.eval(), (image,), HERE / "legacy_preserve.onnx", dynamo=False,
                       training=torch.onnx.TrainingMode.PRESERVE, **batch)
-    statistics = sum(buffer.numel() for buffer in net.buffers() if buffer.is_floating_point())
-    counts = {"parameters": sum(parameter.numel() for parameter in net.parameters()), "statistics": statistics}
+    dropouts = Dropouts()
+    torch.onnx.export(dropouts.train(), (torch.randn(2, 3, 8, 8),), HERE / "dropouts.onnx", optimize=False, **batch)
+    counts = {type(each).__name__: {"parameters": sum(parameter.numel() for parameter in each.parameters()),
+                                    "statistics": sum(buffer.numel() for buffer in each.buffers()
+                                                      if buffer.is_floating_point())} for each in (net, dropouts)}
     (HERE / "counts.json").write_text(json.dumps(counts) + "\n")  # torch's own, for the importer's to equal
 
 
