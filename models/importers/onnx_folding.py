@@ -49,7 +49,9 @@ def computed_constants(model: onnx.ModelProto) -> tuple[dict[str, np.ndarray], s
         if tensor.name not in weights and dims and not dims[0].HasField("dim_value"):
             dims[0].dim_value = 1  # the batch: what a shape computed from it holds at batch 1
     fold_constants(folded)
-    computed = {output for node in model.graph.node if node.op_type != "Constant" for output in node.output if output}
+    # an Identity of a constant is the exporter's alias of a parameter (the importer follows it), not arithmetic
+    computed = {output for node in model.graph.node if node.op_type not in ("Constant", "Identity")
+                for output in node.output if output}
     remaining = {output for node in folded.graph.node for output in node.output} | {
         tensor.name for tensor in folded.graph.output}
     values = {name: value for name, value in _constants(folded).items() if name in computed}

@@ -4,7 +4,9 @@ The importer's tests read the files (the tests' environment has no torch); run t
 onnxscript installed, to remake them: `python tests/data/torch_exports/export.py`.
 
 The net has what the exporters treat specially: convs without bias, each before a batch norm (which an inference
-export folds into the conv), and a `torch.cat` of a one-tensor list (as DenseNet's first layer of a block). A
+export folds into the conv), a `torch.cat` of a one-tensor list (as DenseNet's first layer of a block), and a
+conv whose bias is zeros, like the batch norms' offsets (the legacy exporter stores equal values once and reads
+the copies through Identity nodes: parameters all the same, not a bias computed by the exporter). A
 second net has torch's dropouts in training, which the default exporter writes as arithmetic when in place
 (`dropouts.onnx`): torchvision's stochastic depth (one draw per example), an in-place nn.Dropout, and a plain one.
 """
@@ -27,13 +29,16 @@ class Net(nn.Module):
         self.stem_bn = nn.BatchNorm2d(8)
         self.conv = nn.Conv2d(8, 8, 3, padding=1, bias=False)
         self.conv_bn = nn.BatchNorm2d(8)
+        self.project = nn.Conv2d(8, 8, 1)  # its bias zeros, as torchvision initializes many
+        nn.init.zeros_(self.project.bias)
         self.pool = nn.MaxPool2d(2)
         self.head = nn.Linear(8, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.stem_bn(self.stem(x)))
         x = torch.relu(x + self.conv_bn(self.conv(torch.cat([x], 1))))
-        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.pool(x), 1), 1))
+        x = self.pool(self.project(x))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
 class Dropouts(nn.Module):
