@@ -26,7 +26,7 @@ from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenari
 from models.spec import MAX_SIZE, SpecError
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
 from suites.report import readout
-from suites.run import device, executors, interrupts, runfile
+from suites.run import device, executors, import_check, interrupts, runfile
 from suites.run.pieces import DEFAULT_LIMIT_S
 from suites.run.registry import SetupError, frameworks, interpreter
 
@@ -40,6 +40,16 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def _framework_list(text: str) -> list[str]:
+    """Frameworks by name, each one the suite has."""
+    names = [name for name in text.split(",") if name]
+    unknown = [name for name in names if name not in frameworks()]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown framework {', '.join(unknown) or '(none)'}; the suite has "
+                                         f"{', '.join(frameworks())}")
+    return names
 
 
 def _seconds(text: str) -> float:
@@ -127,6 +137,12 @@ def _saved(path: str, data: dict) -> bool:
 def _models(args: argparse.Namespace) -> int:
     """The catalogue, or with --model-file the files given, each with its counts (a file's in the spec it imports
     to, so what the suite would build)."""
+    if args.check:
+        if not args.model_file:
+            raise SpecError("--check proves a model file's import: give --model-file")
+        results = import_check.check(args.model_file, args.frameworks)
+        print(import_check.report(results))
+        return 0 if all(each.agrees for agreements in results.values() for each in agreements) else 1
     specs = [load_spec_file(path) for path in args.model_file] if args.model_file else listed_models()
     width = max(12, *(len(spec.name) for spec in specs))
     print(f"{'model':<{width}} {'trainable':>13} {'statistics':>11} {'fp32 weights':>14}  layers  input -> output  "
@@ -379,6 +395,10 @@ def parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("models", help="the catalogue with parameter counts")
     listing.add_argument("--model-file", action="append", default=[], help=f"instead: {MODEL_FILE} (repeatable)")
+    listing.add_argument("--check", action="store_true", help="prove each file's import: its own weights in each "
+                         "framework give the file's own outputs (ONNX files); exit 1 where one differs")
+    listing.add_argument("--frameworks", type=_framework_list, default="torch,jax",
+                         help="--check's frameworks, comma-separated")
     listing.set_defaults(action=_models)
 
     guess = commands.add_parser("estimate", help="what a scenario will hold per phase, from its spec")

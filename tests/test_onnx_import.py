@@ -4,6 +4,7 @@ graph itself (onnx's numpy reference evaluator) in torch and JAX, and what has n
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,15 +12,13 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from models.importers.files import load_spec_file
 from models.importers.onnx_file import canonical_weights
-from models.spec import ModelSpec, SpecError
-from tests.conftest import forward_all, run_cli
+from models.spec import SpecError
+from tests.conftest import run_cli
 
 CONSTANT = "const_"  # the initializers that shape the computation (Reshape's shape, Resize's scales...): not weights
-BATCH = 4
 Build = Callable[[], tuple[onnx.ModelProto, str]]  # a net, and the name of its output before any softmax
 EXPORTS = Path(__file__).parent / "data" / "torch_exports"  # a small net exported by PyTorch (export.py there)
 TRAINING_GRAPHS = ("default_unoptimized", "legacy_preserve")  # the two exports that keep the batch norms
@@ -155,36 +154,22 @@ def test_mapping(tmp_path: Path) -> None:
     assert layers["smooth"]["interpolation"] == "bilinear" and layers["avg"]["padding"] == 1
 
 
-def _arrays(spec: ModelSpec, path: Path) -> dict[str, np.ndarray]:
-    """A batch in the spec's channels-last layout, targets, and the file's own weights."""
-    generator = np.random.default_rng(11)
-    inputs = generator.standard_normal((BATCH, *spec.input_shape), dtype=np.float32)
-    if spec.loss == "cross_entropy":
-        targets = generator.integers(0, spec.output_shape[0], BATCH).astype(np.int32)
-    else:
-        targets = generator.standard_normal((BATCH, *spec.output_shape), dtype=np.float32)
-    return {"inputs": inputs, "targets": targets, **canonical_weights(path, spec)}
-
-
 def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> None:
-    """With the initializers loaded, each imported net's output is the ONNX graph's own (its scores before a
-    softmax the loss took in), channels-last: the nets written here and PyTorch's two exports that keep the
-    training graph, all of them in one worker per framework."""
-    graphs = [(path, model, scores) for build in (residual_net, newer_net)
-              for model, scores in [build()] for path in [_save(model, tmp_path, build.__name__)]]
-    graphs += [(path, onnx.load(path), "") for path in (EXPORTS / f"{name}.onnx" for name in TRAINING_GRAPHS)]
-    specs = [load_spec_file(path) for path, _, _ in graphs]
-    nets = [(spec, _arrays(spec, path)) for spec, (path, _, _) in zip(specs, graphs, strict=True)]
-    results = forward_all(nets, tmp_path, frameworks_run=("torch", "jax"))
-    for (path, model, scores), (_, arrays), result in zip(graphs, nets, results, strict=True):
-        image = arrays["inputs"].transpose(0, 3, 1, 2) if arrays["inputs"].ndim == 4 else arrays["inputs"]
-        (expected,) = ReferenceEvaluator(model).run([scores or model.graph.output[0].name], {"image": image})
-        if expected.ndim == 4:
-            expected = expected.transpose(0, 2, 3, 1)
-        assert np.abs(expected).max() > 0.1, path  # a net of zeros would agree trivially
-        for framework, computed in result.items():
-            np.testing.assert_allclose(computed["output"], expected, rtol=1e-4, atol=1e-4,
-                                       err_msg=f"{path} {framework}")
+    """`models --check`: with the initializers loaded, each imported net's output is the ONNX graph's own (onnx's
+    reference evaluator; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
+    exports that keep the training graph, in one worker per framework for all of them."""
+    paths = [str(_save(build()[0], tmp_path, build.__name__)) for build in (residual_net, newer_net)]
+    paths += [str(EXPORTS / f"{name}.onnx") for name in TRAINING_GRAPHS]
+    done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    for path in paths:
+        heading = lines.index(next(line for line in lines if line.startswith(f"{path}: ")))
+        for line, framework in zip(lines[heading + 1:heading + 3], ("torch", "jax"), strict=True):
+            found = re.fullmatch(rf"  {framework} +largest difference (\S+) \(outputs up to (\S+)\): agrees", line)
+            assert found, line
+            difference, scale = float(found[1]), float(found[2])
+            assert scale > 0.1 and difference <= 1e-4 * scale, line  # a net of zeros would agree trivially
 
 
 @pytest.mark.parametrize("name", TRAINING_GRAPHS)
@@ -297,3 +282,14 @@ def test_weights_of_another_spec_are_refused(tmp_path: Path) -> None:
     other = load_spec_file(_save(newer_net()[0], tmp_path, "newer"))
     with pytest.raises(SpecError, match="is not the one imported"):
         canonical_weights(path, other)
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ((), "--check proves a model file's import: give --model-file"),
+    (("--model-file", "net.keras"), "net.keras: --check compares with the file's own evaluation, which the suite "
+                                     "has for ONNX files only"),
+    (("--model-file", "net.onnx", "--frameworks", "mxnet"), "argument --frameworks: unknown framework mxnet")])
+def test_check_refuses_what_it_cannot_prove_in_one_line(arguments: tuple[str, ...], message: str) -> None:
+    done = run_cli("models", "--check", *arguments)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr

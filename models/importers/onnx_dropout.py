@@ -25,6 +25,7 @@ MASK_OPS = {"Div", "CastLike", "Cast", "Less", "RandomUniformLike", "Expand", "S
 class DropoutMask:
     """A Mul that is a dropout: which of its inputs is dropped, at what rate, and the mask's nodes (none a layer)."""
 
+    output: str  # the Mul's
     source: int
     rate: float
     per_example: bool
@@ -73,7 +74,7 @@ def dropout_mask(mul: onnx.NodeProto, producer: dict[str, onnx.NodeProto], reade
         per_example = drawn is not None and drawn.ndim > 1 and all(size == 1 for size in drawn.shape[1:])
         if drawn is None and not any(node.op_type == "Shape" and node.input[0] == x for node in chain):
             continue  # neither one draw per example nor a draw per value of x
-        return DropoutMask(source, round(1.0 - keep, 7), per_example, tuple(chain))
+        return DropoutMask(mul.output[0], source, round(1.0 - keep, 7), per_example, tuple(chain))
     return None
 
 

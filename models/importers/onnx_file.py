@@ -65,6 +65,30 @@ def load_onnx_file(path: str | Path) -> ModelSpec:
     return _import(_read(path), str(path), Path(path).stem).spec()
 
 
+def reference_graph(path: str | Path) -> tuple[onnx.ModelProto, str]:
+    """The file's graph as the spec's frameworks compute it in inference, for onnx's reference evaluator (each
+    dropout the importer found, ONNX's Dropout or torch's mask arithmetic, the identity), and the tensor the spec's
+    output is (the scores a softmax at the output reads: the loss takes the softmax in)."""
+    model = _read(path)
+    importer = _import(model, str(path), Path(path).stem)
+    importer.spec()
+    masked = {mask.output: mask.source for mask in importer.dropouts.values()}
+    inference = onnx.ModelProto()
+    inference.CopyFrom(model)
+    for node in inference.graph.node:
+        if node.op_type == "Dropout" or node.output[0] in masked:
+            source = node.input[masked.get(node.output[0], 0)]
+            node.ClearField("attribute")
+            node.op_type, node.domain = "Identity", ""
+            del node.input[:]
+            node.input.append(source)
+            del node.output[1:]
+    output = model.graph.output[0].name
+    final = next((node for node in model.graph.node if output in node.output), None)
+    scores = final.input[0] if importer.loss == "cross_entropy" and final is not None else output
+    return inference, scores
+
+
 def canonical_weights(path_or_model: str | Path | onnx.ModelProto, spec: ModelSpec) -> dict[str, np.ndarray]:
     """The initializers as the spec's canonical arrays, named `layer{index}_{name}` (what the workers load):
     conv (out, in / groups, kh, kw) -> (kh, kw, in / groups, out), dense (out, in) or (in, out) -> (in, out),
