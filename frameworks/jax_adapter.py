@@ -373,8 +373,9 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
     if isinstance(layer, Dense):
         x = x @ params["kernel"]
         return (x + params["bias"] if "bias" in params else x), None
-    if isinstance(layer, MaxPool2D):
-        pad = ((0, 0), (layer.padding,) * 2, (layer.padding,) * 2, (0, 0))  # padded with -inf: it never wins
+    if isinstance(layer, MaxPool2D):  # padded with -inf, which never wins, the last window's overhang too
+        below, right = layer.overhang(x.shape[1:])
+        pad = ((0, 0), (layer.padding, layer.padding + below), (layer.padding, layer.padding + right), (0, 0))
         return jax.lax.reduce_window(x, -numpy.inf, jax.lax.max, (1, layer.pool, layer.pool, 1),
                                      (1, layer.step, layer.step, 1), pad), None
     if isinstance(layer, AvgPool2D):  # padded with zeros that count in the mean (torch's count_include_pad)

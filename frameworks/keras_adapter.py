@@ -248,8 +248,10 @@ class KerasAdapter(Adapter):
             init = keras.initializers.RandomUniform(-init_bound(step), init_bound(step), seed=0)
             return [keras.layers.Dense(layer.units, use_bias=layer.bias, kernel_initializer=init,
                                        bias_initializer="zeros", **dtype)]
-        if isinstance(layer, MaxPool2D):  # torch's padding never wins the max: minus infinity
-            pad = [_classes().MinusInfinityPadding(layer.padding, **dtype)] if layer.padding else []
+        if isinstance(layer, MaxPool2D):  # torch's padding never wins the max: minus infinity, the overhang too
+            below, right = layer.overhang(step.input_shape)
+            sides = ((layer.padding, layer.padding + below), (layer.padding, layer.padding + right))
+            pad = [_classes().MinusInfinityPadding(sides, **dtype)] if layer.padding or below or right else []
             return [*pad, keras.layers.MaxPooling2D(layer.pool, layer.step, "valid", **dtype)]
         if isinstance(layer, BatchNorm):  # Keras's momentum is the old statistic's weight, the spec's the new one's
             return [keras.layers.BatchNormalization(axis=-1, momentum=1.0 - layer.momentum, epsilon=layer.epsilon,
@@ -499,16 +501,16 @@ def _minus_infinity_padding() -> type:
     class MinusInfinityPadding(keras.layers.Layer):
         """Pads height and width with minus infinity: torch's max-pool padding, which never wins the max."""
 
-        def __init__(self, padding: int, **kwargs: object) -> None:
+        def __init__(self, sides: tuple[tuple[int, int], tuple[int, int]], **kwargs: object) -> None:
             super().__init__(**kwargs)
-            self.padding = padding
+            self.sides = sides  # (top, bottom), (left, right)
 
         def call(self, inputs: object) -> object:
-            pad = self.padding
-            return keras.ops.pad(inputs, ((0, 0), (pad, pad), (pad, pad), (0, 0)), constant_values=float("-inf"))
+            return keras.ops.pad(inputs, ((0, 0), *self.sides, (0, 0)), constant_values=float("-inf"))
 
         def compute_output_shape(self, shape: tuple) -> tuple:
-            grown = tuple(None if size is None else size + 2 * self.padding for size in shape[1:3])
+            grown = tuple(None if size is None else size + sum(pad) for size, pad in zip(shape[1:3], self.sides,
+                                                                                       strict=True))
             return (shape[0], *grown, shape[3])
 
     return MinusInfinityPadding

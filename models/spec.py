@@ -184,9 +184,33 @@ class _Pool2D(_OneInput):
 
 @dataclass(frozen=True)
 class MaxPool2D(_Pool2D):
-    """`padding` pixels per side count as minus infinity (torch's rule): they never win the max."""
+    """`padding` pixels per side count as minus infinity (torch's rule): they never win the max. `ceil_mode`
+    (torch's, ONNX's) rounds the output size up: a last window that starts inside the input (or its leading padding)
+    hangs over its far edge, where the missing pixels are minus infinity too (`overhang`)."""
 
+    ceil_mode: bool = False
     kind: ClassVar[str] = "maxpool2d"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _flag(self.ceil_mode, "maxpool2d.ceil_mode")
+
+    def _size(self, size: int) -> int:
+        out = conv_output_size(size, self.pool, self.step, self.padding)
+        if self.ceil_mode and (size + 2 * self.padding - self.pool) % self.step and out * self.step < size + \
+                self.padding:
+            out += 1  # torch's rule: one more window, if it starts inside the input or its leading padding
+        return out
+
+    def overhang(self, shape: Shape) -> tuple[int, int]:
+        """The pixels the last window reaches past the padded input, below and to the right (0 but in ceil_mode)."""
+        return tuple(max(0, (self._size(size) - 1) * self.step + self.pool - size - 2 * self.padding)
+                     for size in _image(shape, self.kind)[:2])  # type: ignore[return-value]
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, channels = _image(shape, self.kind)
+        super().output_shape(shape)  # the floor's own check: the window fits the input
+        return (self._size(h), self._size(w), channels)
 
 
 @dataclass(frozen=True)

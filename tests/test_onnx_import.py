@@ -82,6 +82,7 @@ def residual_net() -> tuple[onnx.ModelProto, str]:
 def newer_net() -> tuple[onnx.ModelProto, str]:
     """The newer kinds: an uneven Pad folded before a conv, clip (relu6), a squeeze-and-excite block (reshapes,
     sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, a padded average pool, a
+    max pool rounding up (ceil_mode), a
     depthwise conv, layer norm over channels (between transposes) and over features, gelu, the flatten of a real map
     into a MatMul + Add, dropout, and a softmax at the output. Returns the model and its pre-softmax scores' name."""
     net = _Net(3, 8)
@@ -104,7 +105,8 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     x = net.node("LayerNormalization", [x, net.weight("ln.scale", 16), net.weight("ln.B", 16)], "ln", epsilon=1e-3)
     x = net.node("Transpose", [x], "to_first", perm=[0, 3, 1, 2])
     x = net.node("Resize", [x, "", net.constant("again", [1, 1, 2, 2], np.float32)], "smooth", mode="linear")  # 8
-    x = net.node("MaxPool", [x], "pool", kernel_shape=[2, 2], strides=[2, 2])  # 4: a real map to flatten
+    x = net.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 4, rounded up: a real
+    # map to flatten, its last window one pixel over the edge
     x = net.node("Flatten", [x], "flat")
     x = net.node("Dropout", [x, net.constant("ratio", 0.25, np.float32)], "drop")  # the rows' order kept
     x = net.node("Add", [net.node("MatMul", [x, net.weight("fc.W", 256, 12)], "fc"), net.weight("fc.B", 12)],
@@ -152,6 +154,8 @@ def test_mapping(tmp_path: Path) -> None:
     assert layers["se_map"]["shape"] == (1, 1, 8) and layers["depthwise"]["groups"] == 16
     assert layers["fc"]["units"] == 12 and layers["drop"]["rate"] == 0.25 and "fc_bias" not in layers
     assert layers["smooth"]["interpolation"] == "bilinear" and layers["avg"]["padding"] == 1
+    (pool,) = (layer for layer in newer.layers if layer.kind == "maxpool2d")
+    assert layers["pool"]["ceil_mode"] is True and pool.overhang((8, 8, 16)) == (1, 1)
 
 
 def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> None:

@@ -72,11 +72,12 @@ HEATMAP = ModelSpec("parity-heatmap", (16, 16, 3), (
 
 
 def residual(dropout: float) -> ModelSpec:
-    """Every graph layer: explicit padding, padded max-pool, a residual add around BN, ReLU6, a depthwise and a
-    grouped conv, a concatenation, average and global pooling, dropout (0 in training: see the dropout test)."""
+    """Every graph layer: explicit padding, padded max-pool rounding up (ceil_mode), a residual add around BN,
+    ReLU6, a depthwise and a grouped conv, a concatenation, average and global pooling, dropout (0 in training: see
+    the dropout test)."""
     net = Graph()
     net.conv_bn(8, 3, 2)  # 16 -> 8, symmetric padding 1
-    x = net.add(MaxPool2D(3, 2, padding=1))  # 8 -> 4
+    x = net.add(MaxPool2D(3, 2, padding=1, ceil_mode=True))  # 8 -> 5: padded, its last window over the far edge
     y = net.conv_bn(8, 3, source=x, activation=ReLU6)
     y = net.conv_bn(8, 3, groups=8, source=y, activation=None)  # depthwise
     x = net.add(ReLU(), net.add(Add(), x, y))

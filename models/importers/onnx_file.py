@@ -33,7 +33,7 @@ from onnx import numpy_helper
 from models.importers.onnx_dropout import DropoutMask, dropout_mask
 from models.importers.onnx_folding import computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
-from models.spec import LAYER_TYPES, MODEL_INPUT, ModelSpec, Shape, SpecError, same_padding
+from models.spec import LAYER_TYPES, MODEL_INPUT, MaxPool2D, ModelSpec, Shape, SpecError, same_padding
 
 MIN_OPSET = 13
 # How the ONNX tensor's axes (batch left out) hold the spec's value: a channels-first image (C, H, W) of the
@@ -565,12 +565,15 @@ class _Importer:
     def _pool(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         value = self._value(node, 0)
         image = self._image_shape(value)
-        if attributes.get("ceil_mode") or any(d != 1 for d in attributes.get("dilations", [1, 1])) or \
-                (len(node.output) > 1 and node.output[1]):
-            raise _Refused("rounds up (ceil_mode), is dilated or outputs indices; the spec's pools do none")
+        if any(d != 1 for d in attributes.get("dilations", [1, 1])) or (len(node.output) > 1 and node.output[1]):
+            raise _Refused("is dilated or outputs indices; the spec's pools do neither")
         pool = _square(list(attributes["kernel_shape"]), "kernel_shape")
         stride = _square(list(attributes.get("strides", [1, 1])), "strides")
         pads = self._pads(attributes, image, pool, stride)
+        ceil_mode = bool(attributes.get("ceil_mode"))
+        if ceil_mode and node.op_type == "AveragePool" and \
+                any(MaxPool2D(pool, stride, min(pads), ceil_mode=True).overhang(image)):
+            raise _Refused("rounds up (ceil_mode) to a window past the input; the spec's average pool does not")
         source, padding = value.spec, 0
         if node.op_type == "MaxPool":
             if len(set(pads)) != 1:
@@ -587,8 +590,9 @@ class _Importer:
                 source = self._emit(f"{label}_pad", "zeropad2d", [source], top=top, bottom=bottom, left=left,
                                     right=right)
             padding = least
+        rounding = {"ceil_mode": True} if ceil_mode and node.op_type == "MaxPool" else {}
         kind = "maxpool2d" if node.op_type == "MaxPool" else "avgpool2d"
-        self._set(node, self._emit(label, kind, [source], pool=pool, stride=stride, padding=padding), FIRST)
+        self._set(node, self._emit(label, kind, [source], pool=pool, stride=stride, padding=padding, **rounding), FIRST)
 
     def _flatten(self, node: onnx.NodeProto, label: str) -> None:
         value = self._value(node, 0)
