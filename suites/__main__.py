@@ -140,9 +140,9 @@ def _models(args: argparse.Namespace) -> int:
     if args.check:
         if not args.model_file:
             raise SpecError("--check proves a model file's import: give --model-file")
-        results = import_check.check(args.model_file, args.frameworks)
-        print(import_check.report(results))
-        return 0 if all(each.agrees for agreements in results.values() for each in agreements) else 1
+        proofs = import_check.check(args.model_file, args.frameworks)
+        print(import_check.report(proofs))
+        return 0 if all(proof.holds for proof in proofs.values()) else 1
     specs = [load_spec_file(path) for path in args.model_file] if args.model_file else listed_models()
     width = max(12, *(len(spec.name) for spec in specs))
     print(f"{'model':<{width}} {'trainable':>13} {'statistics':>11} {'fp32 weights':>14}  layers  input -> output  "
@@ -396,7 +396,7 @@ def parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("models", help="the catalogue with parameter counts")
     listing.add_argument("--model-file", action="append", default=[], help=f"instead: {MODEL_FILE} (repeatable)")
     listing.add_argument("--check", action="store_true", help="prove each file's import: its own weights in each "
-                         "framework give the file's own outputs (ONNX files); exit 1 where one differs")
+                         "framework give the file's own outputs, Keras's counts equal the spec's; exit 1 where not")
     listing.add_argument("--frameworks", type=_framework_list, default="torch,jax",
                          help="--check's frameworks, comma-separated")
     listing.set_defaults(action=_models)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -310,3 +311,20 @@ def test_an_imported_keras_net_runs_in_a_framework_it_did_not_come_from(built: t
     record = json.loads(done.stdout)
     assert record["status"] == "ok", record
     assert record["framework"]["param_count"] == load_spec_file(path).param_count  # as the net built
+
+
+def test_check_proves_a_keras_file_and_counts_a_to_json(built: tuple[Path, dict]) -> None:
+    """`models --check`: on a `.keras` file, Keras's own counts and output (its softmax left to the loss) against the
+    imported net with the file's weights in torch and JAX; on to_json()'s JSON, which holds no weights, the counts."""
+    out, counts = built
+    done = run_cli("models", "--model-file", str(out / "net.keras"), "--model-file", str(out / "net.json"), "--check")
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    trainable, statistics = counts["net"]["trainable"], counts["net"]["non_trainable"]
+    equal = (f"  counts            the spec's {trainable:,} trainable + {statistics:,} statistics, Keras's "
+             f"{trainable:,} + {statistics:,}: equal")
+    assert lines[0].startswith(f"{out / 'net.keras'}: the imported net with the file's weights against Keras")
+    assert lines[1] == equal and lines[4:] == [f"{out / 'net.json'}: counts against Keras (no weights in it)", equal]
+    for line, framework in zip(lines[2:4], ("torch", "jax"), strict=True):
+        found = re.fullmatch(rf"  {framework} +largest difference (\S+) \(outputs up to (\S+)\): agrees", line)
+        assert found and float(found[2]) > 0.01 and float(found[1]) <= 1e-4 * float(found[2]), line

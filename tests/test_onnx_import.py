@@ -290,10 +290,14 @@ def test_weights_of_another_spec_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("arguments", "message"), [
     ((), "--check proves a model file's import: give --model-file"),
-    (("--model-file", "net.keras"), "net.keras: --check compares with the file's own evaluation, which the suite "
-                                     "has for ONNX files only"),
+    (("--model-file", "{spec}"), "{spec}: a spec file has no source to compare with"),
     (("--model-file", "net.onnx", "--frameworks", "mxnet"), "argument --frameworks: unknown framework mxnet")])
-def test_check_refuses_what_it_cannot_prove_in_one_line(arguments: tuple[str, ...], message: str) -> None:
+def test_check_refuses_what_it_cannot_prove_in_one_line(arguments: tuple[str, ...], message: str,
+                                                        tmp_path: Path) -> None:
+    spec = tmp_path / "mine.json"
+    spec.write_text(json.dumps({"name": "mine", "input_shape": [4], "loss": "mse", "layers": [{"type": "dense",
+                                                                                          "units": 2}]}))
+    arguments, message = tuple(a.format(spec=spec) for a in arguments), message.format(spec=spec)
     done = run_cli("models", "--check", *arguments)
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr

@@ -1,13 +1,16 @@
 """`models --model-file FILE --check`: proof that an imported net is the file's net, for the user's own file.
 
-The spec, given the file's own weights (an ONNX file's initializers, `canonical_weights`), runs in each
-framework's worker (its forward job, every file in one worker per framework) on one fixed batch, in inference;
-onnx's reference evaluator, the standard's own semantics, computes the file's graph on the same batch (each of its
-dropouts the identity, as in inference). Each framework's answer is its largest difference from the reference.
+The file's own source computes the reference: onnx's reference evaluator (the standard's own semantics) for an
+ONNX graph, with its dropouts the identity as in inference; Keras itself, in a Keras worker (the `keras-reference`
+job), for a Keras file, with its counts. The spec, given the file's own weights (`canonical_weights`: an ONNX
+file's initializers, a `.keras` file's layers' weights), runs in each framework's worker (its forward job, every
+file in one worker per framework) on the same fixed batch, in inference; each framework's answer is its largest
+difference from the reference. `to_json()`'s JSON holds no weights: its proof is Keras's counts.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +29,8 @@ BATCH = 2
 RELATIVE_TOLERANCE = 1e-4  # of the reference's largest value (float32 sums over a deep net, in another order):
 # relative, since an untrained net's outputs may be tiny (torchvision's efficientnet_b0 at 64x64: about 1e-13)
 TIMEOUT_S = 1800.0
+KERAS = "keras-tensorflow"  # Keras's own answer: on TensorFlow its eager initializers compile nothing
+KERAS_QUIET = {"KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 @dataclass(frozen=True)
@@ -42,71 +47,132 @@ class Agreement:
         return self.scale > 0 and self.difference <= RELATIVE_TOLERANCE * self.scale
 
 
-def _arrays(spec: ModelSpec, path: Path) -> dict[str, np.ndarray]:
-    """A fixed batch in the spec's channels-last layout, targets for its loss, and the file's own weights."""
-    from models.importers.onnx_file import canonical_weights
+@dataclass(frozen=True)
+class Proof:
+    """What a file's check found: the counts where its source counts (a Keras file), the outputs where it holds
+    weights."""
 
+    source: str  # what computed the reference
+    counts: tuple[tuple[int, int], tuple[int, int]] | None  # (the spec's, the source's) trainable and statistics
+    agreements: tuple[Agreement, ...]
+
+    @property
+    def holds(self) -> bool:
+        return (self.counts is None or self.counts[0] == self.counts[1]) and all(a.agrees for a in self.agreements)
+
+
+def _batch(spec: ModelSpec) -> dict[str, np.ndarray]:
+    """A fixed batch in the spec's channels-last layout, and targets for its loss."""
     generator = np.random.default_rng(0)
     inputs = generator.standard_normal((BATCH, *spec.input_shape), dtype=np.float32)
     targets = (generator.integers(0, spec.output_shape[0], BATCH).astype(np.int32) if spec.loss == "cross_entropy"
                else generator.standard_normal((BATCH, *spec.output_shape), dtype=np.float32))
-    return {"inputs": inputs, "targets": targets, **canonical_weights(path, spec)}
+    return {"inputs": inputs, "targets": targets}
 
 
-def _reference(path: Path, inputs: np.ndarray) -> np.ndarray:
-    """The file's own output on the batch (channels-last where it is an image, as the spec's)."""
+def _run(command: list[str], what: str, extra: dict[str, str] | None = None) -> None:
+    done = subprocess.run(command, cwd=ROOT, env=worker_environment() | (extra or {}), capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+    if done.returncode:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SpecError(f"{what}: {last}")
+
+
+def _onnx(path: Path, spec: ModelSpec, batch: dict[str, np.ndarray]) -> tuple[dict, np.ndarray, None]:
+    """The file's initializers as the spec's weights, and the graph's own output on the batch."""
     from onnx.reference import ReferenceEvaluator
 
-    from models.importers.onnx_file import reference_graph
+    from models.importers.onnx_file import canonical_weights, reference_graph
 
     model, scores = reference_graph(path)
-    image = inputs.transpose(0, 3, 1, 2) if inputs.ndim == 4 else inputs
-    (output,) = ReferenceEvaluator(model).run([scores], {model.graph.input[0].name: image})
-    return output.transpose(0, 2, 3, 1) if output.ndim == 4 else output
+    inputs = batch["inputs"]
+    (output,) = ReferenceEvaluator(model).run([scores], {model.graph.input[0].name: inputs.transpose(0, 3, 1, 2)
+                                                         if inputs.ndim == 4 else inputs})
+    return canonical_weights(path, spec), output.transpose(0, 2, 3, 1) if output.ndim == 4 else output, None
 
 
-def check(paths: list[str], frameworks: list[str]) -> dict[str, list[Agreement]]:
-    """Per file, each framework's agreement with the file's own output. A file that is not ONNX is refused."""
-    for path in paths:
-        if Path(path).suffix != ".onnx":
-            raise SpecError(f"{path}: --check compares with the file's own evaluation, which the suite has for ONNX "
-                            f"files only (a .keras file's check is not built yet)")
+def _keras(path: Path, spec: ModelSpec, batch: dict[str, np.ndarray], folder: Path) -> tuple[dict | None,
+                                                                                             np.ndarray | None, tuple]:
+    """Keras's weights as the spec's, its output on the batch (a `.keras` file), and its counts."""
+    from models.importers.keras_file import canonical_weights
+
+    arrays, out = folder / "keras-inputs.npz", folder / "keras.npz"
+    np.savez(arrays, inputs=batch["inputs"])
+    _run([interpreter(KERAS), "-m", "frameworks.worker", "keras-reference", str(path.resolve()), str(arrays), str(out),
+          *(["--scores"] if spec.loss == "cross_entropy" else [])], f"{path}: Keras could not read the file",
+         KERAS_QUIET)
+    given = np.load(out)
+    counts = (int(given["trainable"]), int(given["non_trainable"]))
+    if "output" not in given.files:
+        return None, None, counts
+    layers: dict[str, dict[int, np.ndarray]] = {}
+    for key in (key for key in given.files if key.startswith("weights:")):
+        layer, index = key.removeprefix("weights:").rsplit(":", 1)
+        layers.setdefault(layer, {})[int(index)] = given[key]
+    weights = canonical_weights(spec, {layer: [values[i] for i in sorted(values)] for layer, values in layers.items()})
+    return weights, given["output"], counts
+
+
+def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
+    """Each file's proof: one forward worker per framework for every file that holds weights."""
     specs = [load_spec_file(path) for path in paths]
-    with tempfile.TemporaryDirectory(prefix="footprint-check-") as folder:
+    for path in paths:
+        if Path(path).suffix not in (".onnx", ".keras") and not _keras_json(path):
+            raise SpecError(f"{path}: a spec file has no source to compare with; --check proves an imported file")
+    with tempfile.TemporaryDirectory(prefix="footprint-check-") as temporary:
+        folder = Path(temporary)
         jobs: dict[str, list[str]] = {framework: [] for framework in frameworks}
-        references = []
+        found = []
         for index, (path, spec) in enumerate(zip(paths, specs, strict=True)):
-            arrays = _arrays(spec, Path(path))
-            references.append(_reference(Path(path), arrays["inputs"]))
-            net = Path(folder) / f"net{index}"
+            batch, net = _batch(spec), folder / f"net{index}"
             net.mkdir()
-            np.savez(net / "arrays.npz", **arrays)
+            onnx = Path(path).suffix == ".onnx"
+            weights, reference, counts = _onnx(Path(path), spec, batch) if onnx else _keras(Path(path), spec, batch,
+                                                                                         net)
+            found.append((reference, counts, "onnx's reference evaluator" if onnx else "Keras"))
+            if weights is None:
+                continue
+            np.savez(net / "arrays.npz", **batch, **weights)
             for framework in frameworks:
                 scenario = Scenario(framework=framework, model=spec.name, batch=BATCH, spec_json=spec.to_dict())
                 (net / framework).mkdir()
                 jobs[framework] += [write_scenario(scenario.to_dict(), net / framework), str(net / "arrays.npz"),
                                     str(net / f"{framework}.npz")]
         for framework, arguments in jobs.items():
-            done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "forward", *arguments],
-                                  cwd=ROOT, env=worker_environment(), capture_output=True, text=True,
-                                  timeout=TIMEOUT_S)
-            if done.returncode:
-                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-                raise SpecError(f"{framework}'s worker could not run the imported nets: {last}")
-        return {path: [Agreement(framework, float(np.abs(np.load(Path(folder) / f"net{index}" / f"{framework}.npz")
-                                                         ["output"] - reference).max()),
-                                 float(np.abs(reference).max())) for framework in frameworks]
-                for index, (path, reference) in enumerate(zip(paths, references, strict=True))}
+            if arguments:
+                _run([interpreter(framework), "-m", "frameworks.worker", "forward", *arguments],
+                     f"{framework}'s worker could not run the imported nets")
+        proofs = {}
+        for index, (path, spec, (reference, counts, source)) in enumerate(zip(paths, specs, found, strict=True)):
+            agreements = () if reference is None else tuple(
+                Agreement(framework, float(np.abs(np.load(folder / f"net{index}" / f"{framework}.npz")["output"]
+                                                  - reference).max()), float(np.abs(reference).max()))
+                for framework in frameworks)
+            ours = (spec.param_count, spec.statistics_count)
+            proofs[path] = Proof(source, None if counts is None else (ours, counts), agreements)
+        return proofs
 
 
-def report(results: dict[str, list[Agreement]]) -> str:
-    """A line per file, and one per framework under it."""
+def _keras_json(path: str) -> bool:
+    from models.importers.keras_file import is_keras_config
+
+    try:
+        return Path(path).suffix == ".json" and is_keras_config(json.loads(Path(path).read_text()))
+    except (OSError, ValueError):
+        return False
+
+
+def report(proofs: dict[str, Proof]) -> str:
+    """A line per file, and one for its counts and each framework under it."""
     lines = []
-    for path, agreements in results.items():
-        lines.append(f"{path}: the imported net with the file's weights against onnx's reference evaluator "
-                     f"(a batch of {BATCH}, inference)")
+    for path, proof in proofs.items():
+        held = f"the imported net with the file's weights against {proof.source} (a batch of {BATCH}, inference)"
+        lines.append(f"{path}: {held if proof.agreements else f'counts against {proof.source} (no weights in it)'}")
+        if proof.counts:
+            (ours, theirs), same = proof.counts, proof.counts[0] == proof.counts[1]
+            lines.append(f"  counts            the spec's {ours[0]:,} trainable + {ours[1]:,} statistics, "
+                         f"{proof.source}'s {theirs[0]:,} + {theirs[1]:,}: {'equal' if same else 'DIFFER'}")
         lines += [f"  {each.framework:<17} largest difference {each.difference:.2e} (outputs up to {each.scale:.3g}):"
                   f" {'agrees' if each.agrees else 'DIFFERS' if each.scale else 'all zero, proves nothing'}"
-                  for each in agreements]
+                  for each in proof.agreements]
     return "\n".join(lines)
-
