@@ -8,8 +8,8 @@
     python -m frameworks.worker ahead SCENARIO_FILE OUT_JSON    (the compile helper, started by a scenario worker)
     python -m frameworks.worker steps SCENARIO_FILE...    (arithmetic checks: each training scenario's steps' notes,
         unmeasured, one framework import for them all)
-    python -m frameworks.worker keras-reference MODEL_FILE ARRAYS_NPZ OUT_NPZ [--scores]    (a Keras file's own
-        counts, output and weights, for `models --check`: frameworks/keras_reference.py)
+    python -m frameworks.worker keras-reference MODEL_FILE ARRAYS_NPZ OUT_NPZ SCORES [MODEL_FILE ...]    (each Keras
+        file's own counts, output and weights, for `models --check`; SCORES 1: without the output's softmax)
 
 SCENARIO_FILE is a JSON file holding the scenario (`Scenario.to_dict`), written by whoever starts the job into its
 own folder (models/protocol.py `write_scenario`): on the command line, a large spec's (an 8,000-layer chain) would
@@ -553,15 +553,15 @@ def main(argv: list[str] | None = None) -> int:
     job = jobs.add_parser("steps")
     job.add_argument("scenario_files", nargs="+")
     job = jobs.add_parser("keras-reference")
-    job.add_argument("model_file")
-    job.add_argument("arrays")
-    job.add_argument("out")
-    job.add_argument("--scores", action="store_true")
+    job.add_argument("files", nargs="+", metavar="MODEL_FILE ARRAYS_NPZ OUT_NPZ SCORES")
     args = parser.parse_args(argv)
     if args.job == "keras-reference":
+        if len(args.files) % 4:
+            parser.error("keras-reference takes MODEL_FILE ARRAYS_NPZ OUT_NPZ SCORES for each file")
         from frameworks.keras_reference import keras_reference
 
-        keras_reference(args.model_file, args.arrays, args.out, args.scores)
+        for model_file, arrays, out, scores in zip(*[iter(args.files)] * 4, strict=True):
+            keras_reference(model_file, arrays, out, scores == "1")
         return 0
     if args.job == "params":
         for name in args.models:

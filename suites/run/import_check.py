@@ -91,17 +91,22 @@ def _onnx(path: Path, spec: ModelSpec, batch: dict[str, np.ndarray]) -> tuple[di
     return canonical_weights(path, spec), output.transpose(0, 2, 3, 1) if output.ndim == 4 else output, None
 
 
-def _keras(path: Path, spec: ModelSpec, batch: dict[str, np.ndarray], folder: Path) -> tuple[dict | None,
-                                                                                             np.ndarray | None, tuple]:
-    """Keras's weights as the spec's, its output on the batch (a `.keras` file), and its counts."""
+def _keras_references(files: dict[int, tuple[Path, ModelSpec, dict[str, np.ndarray]]], folder: Path) -> None:
+    """Keras's own answer for each Keras file (by index), all in one Keras worker: `keras<index>.npz`."""
+    arguments = []
+    for index, (path, spec, batch) in files.items():
+        np.savez(folder / f"keras-inputs{index}.npz", inputs=batch["inputs"])
+        arguments += [str(path.resolve()), str(folder / f"keras-inputs{index}.npz"), str(folder / f"keras{index}.npz"),
+                      "1" if spec.loss == "cross_entropy" else "0"]
+    if arguments:
+        _run([interpreter(KERAS), "-m", "frameworks.worker", "keras-reference", *arguments],
+             "Keras could not read the files", KERAS_QUIET)
+
+
+def _keras(path: Path, spec: ModelSpec, given: np.lib.npyio.NpzFile) -> tuple[dict | None, np.ndarray | None, tuple]:
+    """Keras's weights as the spec's and its output on the batch (a `.keras` file), and its counts."""
     from models.importers.keras_file import canonical_weights
 
-    arrays, out = folder / "keras-inputs.npz", folder / "keras.npz"
-    np.savez(arrays, inputs=batch["inputs"])
-    _run([interpreter(KERAS), "-m", "frameworks.worker", "keras-reference", str(path.resolve()), str(arrays), str(out),
-          *(["--scores"] if spec.loss == "cross_entropy" else [])], f"{path}: Keras could not read the file",
-         KERAS_QUIET)
-    given = np.load(out)
     counts = (int(given["trainable"]), int(given["non_trainable"]))
     if "output" not in given.files:
         return None, None, counts
@@ -114,24 +119,29 @@ def _keras(path: Path, spec: ModelSpec, batch: dict[str, np.ndarray], folder: Pa
 
 
 def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
-    """Each file's proof: one forward worker per framework for every file that holds weights."""
+    """Each file's proof: one Keras worker for every Keras file, one forward worker per framework for every file
+    that holds weights."""
     specs = [load_spec_file(path) for path in paths]
     for path in paths:
         if Path(path).suffix not in (".onnx", ".keras") and not _keras_json(path):
             raise SpecError(f"{path}: a spec file has no source to compare with; --check proves an imported file")
+    batches = [_batch(spec) for spec in specs]
     with tempfile.TemporaryDirectory(prefix="footprint-check-") as temporary:
         folder = Path(temporary)
+        _keras_references({index: (Path(path), spec, batch) for index, (path, spec, batch)
+                           in enumerate(zip(paths, specs, batches, strict=True)) if Path(path).suffix != ".onnx"},
+                          folder)
         jobs: dict[str, list[str]] = {framework: [] for framework in frameworks}
         found = []
-        for index, (path, spec) in enumerate(zip(paths, specs, strict=True)):
-            batch, net = _batch(spec), folder / f"net{index}"
-            net.mkdir()
+        for index, (path, spec, batch) in enumerate(zip(paths, specs, batches, strict=True)):
             onnx = Path(path).suffix == ".onnx"
-            weights, reference, counts = _onnx(Path(path), spec, batch) if onnx else _keras(Path(path), spec, batch,
-                                                                                         net)
+            weights, reference, counts = _onnx(Path(path), spec, batch) if onnx else \
+                _keras(Path(path), spec, np.load(folder / f"keras{index}.npz"))
             found.append((reference, counts, "onnx's reference evaluator" if onnx else "Keras"))
             if weights is None:
                 continue
+            net = folder / f"net{index}"
+            net.mkdir()
             np.savez(net / "arrays.npz", **batch, **weights)
             for framework in frameworks:
                 scenario = Scenario(framework=framework, model=spec.name, batch=BATCH, spec_json=spec.to_dict())
