@@ -351,6 +351,13 @@ class JaxAdapter(Adapter):
                 for layer, state in zip(self.spec.layers, self.state, strict=True)]
 
 
+def _normalized(layer: Normalize, state: dict, x: jax.Array) -> jax.Array:
+    """Keras's Normalization: by its fixed state, or by the spec's constants."""
+    mean, variance = (layer.mean, layer.variance) if layer.mean else (state["mean"], state["variance"])
+    return (x - jax.numpy.asarray(mean)) / jax.numpy.maximum(jax.numpy.sqrt(jax.numpy.asarray(variance)),
+                                                             layer.least_deviation)
+
+
 def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], training: bool,
            key: jax.Array | None) -> tuple[jax.Array, dict | None]:
     """One spec layer on channels-last arrays; batch norm also returns its running statistics (None otherwise)."""
@@ -398,8 +405,7 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), SiLU: lambda: jax.nn.silu(x),
               Sigmoid: lambda: jax.nn.sigmoid(x), GELU: lambda: jax.nn.gelu(x, approximate=layer.approximate),
               Rescale: lambda: x * layer.scale + layer.offset,
-              Normalize: lambda: (x - state["mean"]) / numpy.maximum(numpy.sqrt(state["variance"]),
-                                                                     layer.least_deviation),
+              Normalize: lambda: _normalized(layer, state, x),
               ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
               Concat: lambda: numpy.concatenate(inputs, axis=-1)}

@@ -274,7 +274,8 @@ class KerasAdapter(Adapter):
                 functools.partial(keras.activations.gelu, approximate=layer.approximate), **dtype),
             LayerNorm: lambda: keras.layers.LayerNormalization(axis=-1, epsilon=layer.epsilon, **dtype),
             Rescale: lambda: keras.layers.Rescaling(layer.scale, layer.offset, **dtype),
-            Normalize: lambda: keras.layers.Normalization(axis=-1, **dtype),
+            Normalize: lambda: keras.layers.Normalization(axis=-1, **dtype, **({"mean": list(layer.mean), "variance":
+                                                                   list(layer.variance)} if layer.mean else {})),
             ZeroPad2D: lambda: keras.layers.ZeroPadding2D(((layer.top, layer.bottom), (layer.left, layer.right)),
                                                           **dtype),
             Upsample2D: lambda: keras.layers.UpSampling2D(layer.scale, interpolation=layer.interpolation, **dtype),

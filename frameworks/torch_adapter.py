@@ -123,21 +123,26 @@ def _layer_norm(channels: int, epsilon: float, device: torch.device) -> torch.nn
     return ChannelLayerNorm(channels, eps=epsilon, device=device)
 
 
-def _normalize(shape: tuple[int, ...], device: torch.device) -> torch.nn.Module:
+def _normalize(layer: Normalize, shape: tuple[int, ...], device: torch.device) -> torch.nn.Module:
     """Keras's Normalization: fixed per-channel mean and variance (and the count its adapt() saw), buffers that no
-    step updates, so they count as statistics as batch norm's do."""
+    step updates, so they count as statistics as batch norm's do; or the spec's constants, which are no state."""
     channels = (shape[-1], *(1,) * (len(shape) - 1))  # broadcast along torch's channel axis
 
     class FixedNormalize(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
+            if layer.mean:
+                self.mean = torch.tensor(layer.mean, device=device)
+                self.variance = torch.tensor(layer.variance, device=device)
+                return
             self.register_buffer("mean", torch.zeros(shape[-1], device=device))
             self.register_buffer("variance", torch.ones(shape[-1], device=device))
             self.register_buffer("count", torch.zeros((), device=device))
 
         def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-            deviation = self.variance.sqrt().clamp(min=Normalize.least_deviation).view(channels)
-            return (inputs - self.mean.view(channels)) / deviation
+            # the constants stay float32 where the net is cast: a buffer follows the net, the input's type both
+            deviation = self.variance.sqrt().clamp(min=Normalize.least_deviation).view(channels).to(inputs.dtype)
+            return (inputs - self.mean.view(channels).to(inputs.dtype)) / deviation
 
     return FixedNormalize()
 
@@ -292,7 +297,7 @@ class TorchAdapter(Adapter):
             GELU: lambda: nn.GELU(approximate="tanh" if layer.approximate else "none"),
             LayerNorm: lambda: _layer_norm(step.input_shape[-1], layer.epsilon, self.device),
             Rescale: lambda: _rescale(layer.scale, layer.offset),
-            Normalize: lambda: _normalize(step.input_shape, self.device),
+            Normalize: lambda: _normalize(layer, step.input_shape, self.device),
             ZeroPad2D: lambda: nn.ZeroPad2d((layer.left, layer.right, layer.top, layer.bottom)),
             Upsample2D: lambda: nn.Upsample(scale_factor=layer.scale, mode=layer.interpolation,
                                             align_corners=False if layer.interpolation == "bilinear" else None),

@@ -367,13 +367,34 @@ class Rescale(_SameShape):
 @dataclass(frozen=True)
 class Normalize(_SameShape):
     """(x - mean) / max(sqrt(variance), 1e-7) per channel, with the mean and variance fixed state (Keras's
-    Normalization; `count`, the examples its adapt() saw, is state it holds too, so it is counted)."""
+    Normalization; `count`, the examples its adapt() saw, is state it holds too, so it is counted). Or, given
+    `mean` and `variance` per channel, those constants: no state (Keras's Normalization built with them, as the
+    preprocessing of ConvNeXt and EfficientNetV2 is)."""
 
+    mean: tuple[float, ...] = ()
+    variance: tuple[float, ...] = ()
     least_deviation: ClassVar[float] = 1e-7  # Keras's backend.epsilon(), the divisor's floor
     kind: ClassVar[str] = "normalize"
 
+    def __post_init__(self) -> None:
+        for what in ("mean", "variance"):
+            values = getattr(self, what)
+            if not isinstance(values, (list, tuple)) or not all(
+                    isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                    for value in values):
+                raise SpecError(f"normalize.{what} must be a list of numbers, one per channel, got {values!r}")
+            object.__setattr__(self, what, tuple(float(value) for value in values))  # JSON gives a list
+        if len(self.mean) != len(self.variance) or any(value < 0 for value in self.variance):
+            raise SpecError("normalize.mean and normalize.variance must be given together, one per channel, the "
+                            "variances at least 0")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        if self.mean and len(self.mean) != shape[-1]:
+            raise SpecError(f"normalize holds {len(self.mean)} means for {shape[-1]} channels")
+        return shape
+
     def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
-        return {"mean": (shape[-1],), "variance": (shape[-1],), "count": ()}
+        return {} if self.mean else {"mean": (shape[-1],), "variance": (shape[-1],), "count": ()}
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,7 @@ reference(net, "convnext", rng.standard_normal((2, 16, 16, 8)).astype("float32")
 
 x_in = keras.Input((12, 12, 4), name="pixels")
 a = layers.Rescaling(0.5, offset=-1.0, name="scale")(x_in)
+a = layers.Normalization(mean=[0.1, -0.2, 0.3, 0.0], variance=[0.5, 2.0, 1.5, 1.0], name="fixed")(a)  # constants
 a = layers.SeparableConv2D(6, 3, padding="same", depth_multiplier=2, activation="relu", name="sep")(a)
 a = layers.ZeroPadding2D(1, name="max_pad")(a)
 a = layers.MaxPooling2D(3, strides=2, name="max")(a)
@@ -123,7 +124,6 @@ refused = {
     "avg_same": [keras.Input((8, 8, 1)), layers.AveragePooling2D(3, strides=1, padding="same", name="avg")],
     "max_same": [keras.Input((7, 7, 1)), layers.MaxPooling2D(2, padding="same", name="max")],
     "rescale": [keras.Input((4, 4, 3)), layers.Rescaling([0.5, 0.25, 1.0], name="per_channel")],
-    "normalize": [keras.Input((4, 4, 3)), layers.Normalization(mean=[0.5] * 3, variance=[1.0] * 3, name="fixed")],
     "noise": [keras.Input((4, 4, 2)), layers.Dropout(0.5, noise_shape=(None, 1, 1, 2), name="channels")],
     "rms": [keras.Input((4,)), layers.LayerNormalization(rms_scaling=True, name="rms")],
 }
@@ -210,6 +210,7 @@ def test_convnext_mapping(built: tuple[Path, dict]) -> None:
 def test_assorted_mapping(built: tuple[Path, dict]) -> None:
     layers = _layers(built[0] / "assorted.keras")
     assert layers["scale"] == {"type": "rescale", "scale": 0.5, "offset": -1.0}
+    assert layers["fixed"] == {"type": "normalize", "mean": (0.1, -0.2, 0.3, 0.0), "variance": (0.5, 2.0, 1.5, 1.0)}
     assert layers["sep/depthwise"] == {"type": "conv2d", "filters": 8, "groups": 4, "bias": False}
     assert layers["sep/pointwise"]["kernel"] == 1 and "bias" not in layers["sep/pointwise"]
     assert layers["max"]["padding"] == 1  # a zero pad of a ReLU's output: minus infinity would give the same
@@ -281,7 +282,7 @@ def test_canonical_weights_name_what_is_missing_or_misshapen(built: tuple[Path, 
 @pytest.mark.parametrize(("name", "layer"), [
     ("lstm", "'lstm' (LSTM)"), ("attention", "'attention' (MultiHeadAttention)"), ("softmax", "'gate' (Dense)"),
     ("avg_same", "'avg' (AveragePooling2D)"), ("max_same", "'max' (MaxPooling2D)"),
-    ("rescale", "'per_channel' (Rescaling)"), ("normalize", "'fixed' (Normalization)"),
+    ("rescale", "'per_channel' (Rescaling)"),
     ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)")])
 def test_refused_in_one_line(built: tuple[Path, dict], name: str, layer: str) -> None:
     path = built[0] / f"{name}.keras"

@@ -104,13 +104,15 @@ def dense_heatmap(dropout: float) -> ModelSpec:
 
 
 def excite(dropout: float) -> ModelSpec:
-    """EfficientNet's layers: rescale and normalize of the input, uneven zero padding before a stride-2 valid conv,
-    SiLU, two squeeze-and-excite gates (global pooling kept as (1, 1, C), and flat then reshaped; a sigmoid; the
-    multiply broadcasting either way round, once of three inputs), dropout per example on a residual branch
-    (0 in training), average pooling with padding, nearest and bilinear upsampling."""
+    """EfficientNet's layers: rescale and normalize of the input (by state, then by constants), uneven zero
+    padding before a stride-2 valid conv, SiLU, two squeeze-and-excite gates (global pooling kept as (1, 1, C),
+    and flat then reshaped; a sigmoid; the multiply broadcasting either way round, once of three inputs), dropout
+    per example on a residual branch (0 in training), average pooling with padding, nearest and bilinear
+    upsampling."""
     net = Graph()
     net.add(Rescale(0.5, -0.1))
     net.add(Normalize())
+    net.add(Normalize(mean=(0.1, -0.2, 0.3), variance=(0.5, 2.0, 1.5)))  # constants, no state
     net.add(ZeroPad2D(bottom=1, right=1))  # 16 -> 17, then 8 by the stride-2 valid conv
     net.add(Conv2D(8, 3, 2, "valid"))
     net.add(BatchNorm())

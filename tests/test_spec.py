@@ -115,7 +115,9 @@ def _net(*layers: dict) -> dict:
     (_net({"type": "global_avg_pool", "keepdims": 1}), "global_avg_pool.keepdims must be true or false"),
     (_net({"type": "dropout", "per_example": "no"}), "dropout.per_example must be true or false"),
     (_net({"type": "rescale", "scale": float("inf")}), "rescale.scale must be a finite number"),
-    (_net({"type": "normalize", "mean": [0, 0]}), "unknown normalize key"),
+    (_net({"type": "normalize", "mean": [0, 0]}), "normalize.mean and normalize.variance must be given together"),
+    (_net({"type": "normalize", "mean": ["a"], "variance": [1]}), "normalize.mean must be a list of numbers"),
+    (_net({"type": "normalize", "count": 3}), "unknown normalize key"),
 ])
 def test_bad_options_of_the_newer_layers_fail_in_one_line(data: dict, message: str) -> None:
     with pytest.raises(SpecError, match=message) as caught:

@@ -391,10 +391,15 @@ class _Importer:
         if not self._last_axis(config.get("axis", -1), inputs[0]) or config.get("invert"):
             raise _Refused(f"normalizes axis {config.get('axis')!r} or inverts; the spec's normalize is over the "
                            f"channel (last) axis and does not invert")
-        if config.get("mean") is not None or config.get("variance") is not None:
-            raise _Refused("holds its mean and variance as constants in its config, not as weights; the spec's "
-                           "normalize holds them as state (give none, and adapt() the layer)")
-        return self._emit(name, "normalize", inputs)
+        mean, variance = config.get("mean"), config.get("variance")
+        if mean is None and variance is None:
+            return self._emit(name, "normalize", inputs)
+        channels = self.shapes[inputs[0]][-1]
+        constants = [[value] * channels if isinstance(value, (int, float)) else value for value in (mean, variance)]
+        if not all(isinstance(value, list) and len(value) == channels for value in constants):
+            raise _Refused(f"holds a mean {mean!r} and variance {variance!r} that are not one number or one per "
+                           f"channel ({channels}); the spec's normalize holds one per channel")
+        return self._emit(name, "normalize", inputs, mean=constants[0], variance=constants[1])
 
     def _reshaped(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """The one-input layers without weights that change a tensor's values or shape: rescaling, upsampling,
