@@ -45,6 +45,8 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    HardSigmoid,
+    HardSwish,
     LayerNorm,
     LayerShapes,
     MaxPool2D,
@@ -270,6 +272,8 @@ class KerasAdapter(Adapter):
             ReLU6: lambda: keras.layers.ReLU(max_value=6.0, **dtype),
             SiLU: lambda: keras.layers.Activation("silu", **dtype),
             Sigmoid: lambda: keras.layers.Activation("sigmoid", **dtype),
+            HardSigmoid: lambda: keras.layers.Activation("hard_sigmoid", **dtype),
+            HardSwish: lambda: keras.layers.Activation("hard_silu", **dtype),
             GELU: lambda: keras.layers.Activation(
                 functools.partial(keras.activations.gelu, approximate=layer.approximate), **dtype),
             LayerNorm: lambda: keras.layers.LayerNormalization(axis=-1, epsilon=layer.epsilon, **dtype),

@@ -325,6 +325,21 @@ class Sigmoid(_SameShape):
 
 
 @dataclass(frozen=True)
+class HardSigmoid(_SameShape):
+    """relu6(x + 3) / 6, Keras 3's, JAX's and torch's hard sigmoid (ONNX's HardSigmoid at alpha 1/6, beta 0.5; not
+    Keras 2's nor ONNX's default, 0.2 x + 0.5, which the importers refuse)."""
+
+    kind: ClassVar[str] = "hard_sigmoid"
+
+
+@dataclass(frozen=True)
+class HardSwish(_SameShape):
+    """x * relu6(x + 3) / 6 (Keras's hard_silu, torch's Hardswish, ONNX's HardSwish): MobileNetV3's activation."""
+
+    kind: ClassVar[str] = "hard_swish"
+
+
+@dataclass(frozen=True)
 class GELU(_SameShape):
     """x * Phi(x) with the exact normal CDF (torch's and Keras's default), or its tanh approximation."""
 
@@ -513,13 +528,13 @@ class Multiply(_Merge):
 
 
 Layer = (Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | SiLU
-         | Sigmoid | GELU | LayerNorm | Rescale | Normalize | ZeroPad2D | Upsample2D | Reshape | Add | Concat
-         | Multiply)
+         | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | Rescale | Normalize | ZeroPad2D | Upsample2D | Reshape
+         | Add | Concat | Multiply)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
-    Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6, SiLU, Sigmoid, GELU,
-    LayerNorm, Rescale, Normalize, ZeroPad2D, Upsample2D, Reshape, Add, Concat, Multiply)}
+    Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6, SiLU, Sigmoid,
+    HardSigmoid, HardSwish, GELU, LayerNorm, Rescale, Normalize, ZeroPad2D, Upsample2D, Reshape, Add, Concat, Multiply)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
-ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "gelu", "rescale", "normalize")
+ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "rescale", "normalize")
 NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
 
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,18 @@ from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate, hand_count
 from models.record import phase
 from models.scenario import Scenario
-from models.spec import BatchNorm, Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, ReLU
+from models.spec import (
+    BatchNorm,
+    Conv2D,
+    Dense,
+    Flatten,
+    GlobalAvgPool,
+    HardSigmoid,
+    HardSwish,
+    MaxPool2D,
+    ModelSpec,
+    ReLU,
+)
 from suites.analysis import accounting, constants, figures
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, interpreter
@@ -106,7 +118,18 @@ def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:
 
 GRAPH_SMALL = "graph-small"  # tests.test_estimate_graph.small_graph: every graph layer kind, run from a spec file
 NEWER_KINDS = "newer-kinds"  # tests.test_estimate_graph.newer_kinds: every newer layer kind, from a spec file too
-SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds}
+HARD_KINDS = "hard-kinds"  # hard_kinds(): MobileNetV3's activations, each read by the layer after it
+
+
+def hard_kinds() -> ModelSpec:
+    """Hard swish and hard sigmoid between convs: what JAX's pullback keeps of them (jax.nn.relu6's mask and zeros
+    inside both), with nothing else in the net the tracked rules could miss; one kernel shape and no bias, as each new
+    shape costs the JAX process a compilation of its random draw."""
+    return ModelSpec(HARD_KINDS, (8, 8, 8), (Conv2D(8, bias=False), HardSwish(), Conv2D(8, bias=False), HardSigmoid(),
+                                             GlobalAvgPool()), "mse")
+
+
+SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds, HARD_KINDS: hard_kinds}
 
 
 SAVED_CASES = [
@@ -121,6 +144,16 @@ def _spec(model: str) -> ModelSpec:
     return SPEC_FILES[model]() if model in SPEC_FILES else get_model(model)
 
 
+def _model_named(model: str, folder: Path) -> str:
+    """What names the model to a worker: a catalogue name itself, a model of SPEC_FILES its spec file, written into
+    `folder`."""
+    if model not in SPEC_FILES:
+        return model
+    path = folder / f"{model}.json"
+    path.write_text(json.dumps(_spec(model).to_dict()))
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def saved_by_autograd(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, int, str], int]:
     """Per case of SAVED_CASES, the bytes autograd's saved-tensor hooks saw its first step keep: every case of a
@@ -129,12 +162,8 @@ def saved_by_autograd(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[st
     folder = tmp_path_factory.mktemp("saved")
     scenarios: dict[str, list[Scenario]] = {}
     for framework, model, batch, technique in SAVED_CASES:
-        where = {"model": model}
-        if model in SPEC_FILES:
-            where = {"model_file": str(folder / f"{model}.json")}
-            (folder / f"{model}.json").write_text(json.dumps(_spec(model).to_dict()))
         scenarios.setdefault(framework, []).append(
-            Scenario.create(framework, **where, device="cpu", batch=batch, technique=technique))
+            Scenario.create(framework, _model_named(model, folder), device="cpu", batch=batch, technique=technique))
     saved: dict[tuple[str, str, int, str], int] = {}
     for framework, given in scenarios.items():
         cases = [case for case in SAVED_CASES if case[0] == framework]
@@ -178,13 +207,16 @@ for model, batch in zip(*[iter(sys.argv[1:])] * 2):
         main(model, batch)
     print(out.getvalue())
 """
-RESIDUAL_CASES = [("resnet50", 2), ("heatmap68", 2)]
+RESIDUAL_CASES = [("resnet50", 2), ("heatmap68", 2), (HARD_KINDS, 2)]
 
 
 @pytest.fixture(scope="module")
-def pullback_residuals() -> dict[tuple[str, int], int]:
-    """The bytes tests.count_residuals counts for each of RESIDUAL_CASES, all in one JAX process."""
-    done = subprocess.run([interpreter("jax"), "-c", RESIDUALS, *(str(x) for case in RESIDUAL_CASES for x in case)],
+def pullback_residuals(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, int], int]:
+    """The bytes tests.count_residuals counts for each of RESIDUAL_CASES, all in one JAX process (a model of
+    SPEC_FILES given as its spec file)."""
+    folder = tmp_path_factory.mktemp("residuals")
+    models = [x for model, batch in RESIDUAL_CASES for x in (_model_named(model, folder), str(batch))]
+    done = subprocess.run([interpreter("jax"), "-c", RESIDUALS, *models],
                           cwd=ROOT, env=worker_environment(), capture_output=True, text=True, timeout=600, check=True)
     counted = [json.loads(line)["bytes"] for line in done.stdout.splitlines() if line]
     return dict(zip(RESIDUAL_CASES, counted, strict=True))
@@ -195,11 +227,12 @@ def test_jax_tracked_rules_match_the_pullbacks_residuals(model: str, batch: int,
                                                          pullback_residuals: dict[tuple[str, int], int]) -> None:
     """jax.vjp over the jitted forward (the jax column's tracked inference) keeps every residual JAX's partial
     evaluation names, none fused away: a batch norm in evaluation mode its scaled difference and two per-channel
-    vectors, a ReLU its mask and a zero tensor of its size (jax.nn.relu's jvp selects from one). The estimate's saved
+    vectors, a ReLU its mask and a zero tensor of its size (jax.nn.relu's jvp selects from one; jax.nn.relu6's too,
+    inside hard sigmoid and hard swish, which keeps its input and the hard sigmoid as well). The estimate's saved
     activations are the pullback's arrays beyond the weights and the batch, to the byte (resnet50 at batch 2:
     262,900,224 bytes; the H100 at c3d4247 peaked at the weights, the batch and 2,004 MiB of them at batch 16)."""
     measured = pullback_residuals[model, batch]
-    predicted = estimate(get_model(model), "infer", batch, framework="jax", technique="tracked")
+    predicted = estimate(_spec(model), "infer", batch, framework="jax", technique="tracked")
     assert predicted.phase("inference").items["saved_activations"] == measured
 
 

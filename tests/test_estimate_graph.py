@@ -22,6 +22,8 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    HardSigmoid,
+    HardSwish,
     LayerNorm,
     MaxPool2D,
     ModelSpec,
@@ -73,8 +75,9 @@ def small_graph() -> ModelSpec:
 def newer_kinds() -> ModelSpec:
     """Every layer kind an imported Keras net brings, small: rescale and normalize the pixels, an uneven zero pad
     before a 'valid' stride-2 conv (EfficientNet's stem), layer norm, SiLU, a squeeze-and-excite gate (the mean,
-    dense, sigmoid, reshape to (1, 1, C), multiply), GELU, bilinear and nearest upsampling around a padded average
-    pool, per-example dropout and a kept-dims mean reshaped flat for the classifier."""
+    dense, sigmoid, reshape to (1, 1, C), multiply), GELU, hard swish and hard sigmoid (MobileNetV3's), bilinear and
+    nearest upsampling around a padded average pool, per-example dropout and a kept-dims mean reshaped flat for the
+    classifier."""
     net = Graph()
     net.add(Rescale(1 / 255))
     net.add(Normalize())
@@ -88,6 +91,8 @@ def newer_kinds() -> ModelSpec:
     gate = net.add(Reshape((1, 1, 8)))
     net.add(Multiply(), x, gate)
     net.add(GELU())
+    net.add(HardSwish())
+    net.add(HardSigmoid())
     net.add(Upsample2D(2, "bilinear"))
     net.add(AvgPool2D(3, 2, padding=1))
     net.add(Upsample2D(2))
@@ -258,7 +263,8 @@ def test_tensorflow_on_the_cpu_keeps_each_phase_high_water_mark() -> None:
 
 
 # newer_kinds()'s tensors, values per example: the zero pad's 9x9x3, the stride-2 conv's and layer norm's 4x4x8 (and
-# SiLU's, the multiply's), the squeeze's 8-vectors, the bilinear 8x8x8 and its 10x10x8 padded copy where Keras pads
+# SiLU's, the multiply's, GELU's and the hard ones'), the squeeze's 8-vectors, the bilinear 8x8x8 and its 10x10x8
+# padded copy where Keras pads
 PADDED, MAP, VECTOR, BIG, KERAS_PAD = 9 * 9 * 3, 4 * 4 * 8, 8, 8 * 8 * 8, 10 * 10 * 8
 POSITIONS, LOSS = 4 * 4, 10  # layer norm's per-position floats; the loss's residual, 10 classes
 # What every framework keeps: the conv the pad's output (Keras on torch a channels-first copy of it), the dense layers
@@ -267,17 +273,20 @@ POSITIONS, LOSS = 4 * 4, 10  # layer norm's per-position floats; the loss's resi
 # the dropout's mask or noise is one value per example, a composed normalize keeps its 3-channel divisor (12 bytes).
 COMMON = PADDED + 3 * VECTOR + MAP + LOSS
 NEWER_KINDS_KEPT = {
-    "neutral": (3 * MAP, 1, 0),  # layer norm, SiLU and GELU their inputs
-    # and layer norm's mean and rstd, the average pool's input (the bilinear map), float noise
-    "torch": (3 * MAP + 2 * POSITIONS + BIG + 1, 0, 12),
-    # layer norm its input, its scale times rsqrt and three per position; SiLU its input; GELU three of its size
-    "keras-tensorflow": (2 * MAP + MAP + 3 * POSITIONS + 3 * MAP, 1, 12),
-    # SiLU its input and two of its size; layer norm three and three per position; sigmoid one; GELU three
-    "jax": (3 * MAP + 3 * MAP + 3 * POSITIONS + VECTOR + 3 * MAP, 1, 12),
+    # layer norm, SiLU, GELU and hard swish their inputs, hard sigmoid its output
+    "neutral": (3 * MAP + 2 * MAP, 1, 0),
+    # and layer norm's mean and rstd, the average pool's input (the bilinear map), float noise (hard sigmoid its input)
+    "torch": (3 * MAP + 2 * MAP + 2 * POSITIONS + BIG + 1, 0, 12),
+    # layer norm its input, its scale times rsqrt and three per position; SiLU its input; GELU three of its size; hard
+    # swish its input, relu6's output and the hard sigmoid; hard sigmoid relu6's output
+    "keras-tensorflow": (2 * MAP + MAP + 3 * POSITIONS + 3 * MAP + 3 * MAP + MAP, 1, 12),
+    # SiLU its input and two of its size; layer norm three and three per position; sigmoid one; GELU three; hard swish
+    # its input and the hard sigmoid, and a bool mask as hard sigmoid does
+    "jax": (3 * MAP + 3 * MAP + 3 * POSITIONS + VECTOR + 3 * MAP + 2 * MAP, 1 + 2 * MAP, 12),
     # layer norm its input, two of its size and four per position; the rest as jax
-    "keras-jax": (3 * MAP + 3 * MAP + 4 * POSITIONS + VECTOR + 3 * MAP, 1, 12),
+    "keras-jax": (3 * MAP + 3 * MAP + 4 * POSITIONS + VECTOR + 3 * MAP + 2 * MAP, 1 + 2 * MAP, 12),
     # as torch, but the pool keeps a channels-first copy of Keras's padded input, and the conv a copy of its kernel
-    "keras-torch": (3 * MAP + 2 * POSITIONS + KERAS_PAD, 1, 12 + 3 * 3 * 3 * 8 * 4),
+    "keras-torch": (3 * MAP + 2 * MAP + 2 * POSITIONS + KERAS_PAD, 1, 12 + 3 * 3 * 3 * 8 * 4),
 }
 
 

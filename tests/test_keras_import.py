@@ -92,6 +92,8 @@ saved(net, "net")
 net = saved(keras.applications.EfficientNetB0(weights=None, input_shape=(64, 64, 3), classes=10), "efficientnet")
 reference(net, "efficientnet", rng.uniform(0, 255, (2, 64, 64, 3)).astype("float32"), "cross_entropy")
 
+saved(keras.applications.MobileNetV3Small(weights=None, input_shape=(32, 32, 3), classes=10), "mobilenetv3")
+
 x_in = keras.Input((16, 16, 8), name="image")
 x = layers.Conv2D(8, 7, padding="same", groups=8, name="dwconv")(x_in)
 x = layers.LayerNormalization(epsilon=1e-6, name="norm")(x)
@@ -112,7 +114,9 @@ b = layers.ZeroPadding2D(1, name="avg_pad")(b)
 b = layers.AveragePooling2D(3, strides=1, name="avg")(b)
 b = layers.AveragePooling2D(2, padding="same", name="avg_same")(b)
 b = layers.UpSampling2D(2, interpolation="bilinear", name="up")(b)
+b = layers.ReLU(6.0, name="gate_relu6")(layers.Conv2D(6, 1, name="gate_conv")(b) + 3.0) * (1.0 / 6.0)  # MobileNetV3's
 c = layers.Dense(6, activation="swish", name="pixelwise")(a)
+c = layers.Conv2D(6, 1, activation="hard_sigmoid", name="hard")(layers.Activation("hard_swish", name="hswish")(c))
 g = layers.GlobalAveragePooling2D(keepdims=True, name="gap")(layers.Multiply(name="gate")([b, c]))
 g = layers.Dropout(0.3, noise_shape=(None, 1), name="drop")(layers.Reshape((-1,), name="flat")(g))
 net = saved(keras.Model(x_in, layers.Dense(3, activation="sigmoid", name="out")(g), name="assorted"), "assorted")
@@ -131,9 +135,14 @@ for name, stack in refused.items():
     keras.Sequential(stack).save(f"{out}/{name}.keras")
 query = keras.Input((5, 4))
 keras.Model(query, layers.MultiHeadAttention(2, 4, name="attention")(query, query)).save(f"{out}/attention.keras")
+keras.backend.clear_session()  # a keras.ops call takes no name: this one is the first Multiply, "multiply"
+square = keras.Input((4,))
+keras.Model(square, square * square).save(f"{out}/ops.keras")
 print(json.dumps(counts))
 """
 COMPARED = ("efficientnet", "convnext", "assorted")
+COUNTED = ("net", "mobilenetv3", *COMPARED)  # MobileNetV3Small's layers compared through assorted's (its own forward
+# in torch and JAX cost the tests about 10 s of CPU)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +164,7 @@ def _layers(path: Path) -> dict[str, dict]:
             for entry in load_spec_file(path).to_dict()["layers"]}
 
 
-@pytest.mark.parametrize("name", ["net", *COMPARED])
+@pytest.mark.parametrize("name", COUNTED)
 def test_counts_match_keras_exactly(built: tuple[Path, dict], name: str) -> None:
     out, counts = built
     spec = load_spec_file(out / f"{name}.keras")
@@ -170,7 +179,7 @@ def test_efficientnet_b0_has_keras_counts(built: tuple[Path, dict]) -> None:
     assert (spec.param_count + spec.statistics_count, spec.statistics_count) == (4_062_381, 42_023)
 
 
-@pytest.mark.parametrize("name", ["net", *COMPARED])
+@pytest.mark.parametrize("name", COUNTED)
 def test_saved_file_and_json_give_one_spec(built: tuple[Path, dict], name: str) -> None:
     out, _ = built
     assert load_spec_file(out / f"{name}.json") == load_spec_file(out / f"{name}.keras")
@@ -199,6 +208,40 @@ def test_efficientnet_mapping(built: tuple[Path, dict]) -> None:
     assert layers["block2b_drop"]["per_example"] is True and "per_example" not in layers["top_dropout"]
 
 
+# MobileNetV3's hard sigmoid, layers.ReLU(6.0)(x + 3.0) * (1.0 / 6.0): keras.ops' Add and Multiply of a number
+KERAS_HARD_SIGMOID = [{"type": "rescale", "offset": 3.0}, {"type": "relu6"}, {"type": "rescale", "scale": 1 / 6}]
+
+
+def _readers(path: Path, layer: str, count: int) -> list[dict]:
+    """The type and options of the `count` spec layers from a named one on, each the first reader of the one before:
+    Keras numbers the layers it names itself (a keras.ops call) per process, so they are found by what they read."""
+    spec = load_spec_file(path)
+    steps, entries = spec.walk(), spec.to_dict()["layers"]
+    at, found = next(step.index for step in steps if step.name == layer), []
+    for _ in range(count):
+        at = next(step.index for step in steps if at in step.inputs)
+        found.append({key: value for key, value in entries[at].items() if key not in ("name", "inputs")})
+    return found
+
+
+def test_mobilenetv3_mapping(built: tuple[Path, dict]) -> None:
+    """hard_silu as an Activation layer; the squeeze-and-excite's hard sigmoid, relu6(x + 3.0) * (1 / 6), as keras.ops
+    Add and Multiply of a number around a ReLU(6.0): rescales, exactly what Keras computes."""
+    path = built[0] / "mobilenetv3.keras"
+    first = load_spec_file(path).layers[0]
+    assert (first.kind, first.scale, first.offset) == ("rescale", 1 / 127.5, -1.0)
+    assert _readers(path, "conv_bn", 1) == [{"type": "hard_swish"}]
+    assert _readers(path, "expanded_conv_squeeze_excite_conv_1", 4) == [*KERAS_HARD_SIGMOID, {"type": "multiply"}]
+
+
+def test_keras_2_hard_sigmoid_is_refused(built: tuple[Path, dict]) -> None:
+    """Keras 2's hard_sigmoid is 0.2 x + 0.5 clipped, not Keras 3's relu6(x + 3) / 6: its to_json() says which."""
+    data = json.loads((built[0] / "assorted.json").read_text()) | {"keras_version": "2.15.0"}
+    with pytest.raises(SpecError, match=r"layer 'hard' \(Conv2D\) uses Keras 2.15.0's hard_sigmoid, max\(0, min\(1, "
+                                        r"0.2 x \+ 0.5\)\)"):
+        spec_from_keras(data, "assorted.json")
+
+
 def test_convnext_mapping(built: tuple[Path, dict]) -> None:
     layers = _layers(built[0] / "convnext.keras")
     assert layers["dwconv"]["groups"] == layers["dwconv"]["filters"] == 8 and layers["dwconv"]["kernel"] == 7
@@ -216,7 +259,9 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
     assert layers["max"]["padding"] == 1  # a zero pad of a ReLU's output: minus infinity would give the same
     assert layers["max_same"]["padding"] == 1 and layers["max_same"]["stride"] == 1
     assert layers["avg"]["padding"] == 1 and "padding" not in layers["avg_same"]  # 'same' that pads nothing
-    assert layers["up"]["interpolation"] == "bilinear"
+    assert layers["up"]["interpolation"] == "bilinear" and layers["hard/hard_sigmoid"] == {"type": "hard_sigmoid"}
+    assert layers["hswish"] == {"type": "hard_swish"} and layers["gate_relu6"] == {"type": "relu6"}
+    assert _readers(built[0] / "assorted.keras", "gate_conv", 3) == KERAS_HARD_SIGMOID
     assert layers["pixelwise"]["type"] == "conv2d" and layers["pixelwise/silu"]["type"] == "silu"
     assert layers["gap"]["keepdims"] is True and layers["flat"]["shape"] == (6,)
     assert layers["drop"]["per_example"] is True and "max_pad" not in layers and "avg_pad" not in layers
@@ -283,7 +328,7 @@ def test_canonical_weights_name_what_is_missing_or_misshapen(built: tuple[Path, 
     ("lstm", "'lstm' (LSTM)"), ("attention", "'attention' (MultiHeadAttention)"), ("softmax", "'gate' (Dense)"),
     ("avg_same", "'avg' (AveragePooling2D)"), ("max_same", "'max' (MaxPooling2D)"),
     ("rescale", "'per_channel' (Rescaling)"),
-    ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)")])
+    ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)"), ("ops", "'multiply' (Multiply)")])
 def test_refused_in_one_line(built: tuple[Path, dict], name: str, layer: str) -> None:
     path = built[0] / f"{name}.keras"
     with pytest.raises(SpecError) as error:

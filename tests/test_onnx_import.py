@@ -82,9 +82,10 @@ def residual_net() -> tuple[onnx.ModelProto, str]:
 def newer_net() -> tuple[onnx.ModelProto, str]:
     """The newer kinds: an uneven Pad folded before a conv, clip (relu6), a squeeze-and-excite block (reshapes,
     sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, a padded average pool, a
-    max pool rounding up (ceil_mode), a
-    depthwise conv, layer norm over channels (between transposes) and over features, gelu, the flatten of a real map
-    into a MatMul + Add, dropout, and a softmax at the output. Returns the model and its pre-softmax scores' name."""
+    max pool rounding up (ceil_mode), a depthwise conv, HardSwish, x * HardSigmoid(x) (torch's Hardswish before
+    opset 14) and HardSigmoid as torch exports it (alpha 1/6), layer norm over channels (between transposes) and
+    over features, gelu, the flatten of a real map into a MatMul + Add, dropout, and a softmax at the output.
+    Returns the model and its pre-softmax scores' name."""
     net = _Net(3, 8)
     x = net.node("Pad", ["image", net.constant("pads", [0, 0, 0, 1, 0, 0, 1, 0])], "pad")  # top 0 left 1 bottom 1
     x = net.node("Clip", [net.conv(x, "stem", 8, 3, 3, strides=[2, 2]), net.constant("zero", 0.0, np.float32),
@@ -100,14 +101,15 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     x = net.node("Resize", [x, "", net.constant("twice", [1, 1, 2, 2], np.float32)], "up", mode="nearest")  # 8
     x = net.node("AveragePool", [x], "avg", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                  count_include_pad=1)  # 4
-    x = net.conv(x, "depthwise", 16, 16, 3, group=16, pads=[1, 1, 1, 1])
+    x = net.node("HardSwish", [net.conv(x, "depthwise", 16, 16, 3, group=16, pads=[1, 1, 1, 1])], "hswish")
     x = net.node("Transpose", [x], "to_last", perm=[0, 2, 3, 1])
     x = net.node("LayerNormalization", [x, net.weight("ln.scale", 16), net.weight("ln.B", 16)], "ln", epsilon=1e-3)
     x = net.node("Transpose", [x], "to_first", perm=[0, 3, 1, 2])
     x = net.node("Resize", [x, "", net.constant("again", [1, 1, 2, 2], np.float32)], "smooth", mode="linear")  # 8
+    x = net.node("Mul", [x, net.node("HardSigmoid", [x], "hswish_gate", alpha=1 / 6)], "hswish13")
     x = net.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 4, rounded up: a real
     # map to flatten, its last window one pixel over the edge
-    x = net.node("Flatten", [x], "flat")
+    x = net.node("Flatten", [net.node("HardSigmoid", [x], "hsigmoid", alpha=1 / 6, beta=0.5)], "flat")
     x = net.node("Dropout", [x, net.constant("ratio", 0.25, np.float32)], "drop")  # the rows' order kept
     x = net.node("Add", [net.node("MatMul", [x, net.weight("fc.W", 256, 12)], "fc"), net.weight("fc.B", 12)],
                  "fc_bias")
@@ -151,6 +153,8 @@ def test_mapping(tmp_path: Path) -> None:
                                                     "inputs": []}  # the Pad, uneven, before the conv's own
     assert layers["stem_relu6"]["type"] == "relu6" and layers["se"]["type"] == "multiply"
     assert layers["swish"]["type"] == "silu" and "swish_gate" not in layers
+    assert layers["hswish"]["type"] == layers["hswish13"]["type"] == "hard_swish" and "hswish_gate" not in layers
+    assert layers["hsigmoid"]["type"] == "hard_sigmoid"
     assert layers["se_map"]["shape"] == (1, 1, 8) and layers["depthwise"]["groups"] == 16
     assert layers["fc"]["units"] == 12 and layers["drop"]["rate"] == 0.25 and "fc_bias" not in layers
     assert layers["smooth"]["interpolation"] == "bilinear" and layers["avg"]["padding"] == 1
@@ -253,6 +257,9 @@ REFUSED = {
     "clip": (lambda: _one_node("Clip", "cap", ["lo", "hi"], [numpy_helper.from_array(np.array(v, np.float32), n)
                                                              for n, v in (("lo", 0.0), ("hi", 1.0))]),
              "node 'cap' (Clip) clips to (0.0, 1.0)"),
+    "hard_sigmoid": (lambda: _one_node("HardSigmoid", "gate", [], []),
+                     "node 'gate' (HardSigmoid) computes max(0, min(1, 0.2 x + 0.5)); the spec's hard_sigmoid is "
+                     "alpha 1/6"),
     "uneven_max": (lambda: _one_node("MaxPool", "pool", [], [], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
                    "node 'pool' (MaxPool) pads (0, 1, 0, 1)"),
     "uncounted": (lambda: _one_node("AveragePool", "avg", [], [], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),

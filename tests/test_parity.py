@@ -21,6 +21,8 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    HardSigmoid,
+    HardSwish,
     LayerNorm,
     MaxPool2D,
     ModelSpec,
@@ -149,13 +151,15 @@ def layer_norms() -> ModelSpec:
     ), "mse")
 
 
-def gelus() -> ModelSpec:
-    """Exact and tanh GELU side by side as the output, on inputs spread to where they differ most (about 5e-4 near
-    -2.7, where GELU is about -0.01): deeper in a net the difference is lost within the tolerance."""
+def activations() -> ModelSpec:
+    """Exact and tanh GELU, hard swish and hard sigmoid side by side as the output, on inputs spread to where they
+    differ most (the GELUs about 5e-4 near -2.7, where GELU is about -0.01) and across the hard ones' corners at -3
+    and 3: deeper in a net the difference is lost within the tolerance."""
     net = Graph()
     spread = net.add(Rescale(3.0))
-    net.add(Concat(), net.add(GELU(), spread), net.add(GELU(approximate=True), spread))
-    return net.spec("parity-gelu", (8, 8, 2), "mse", "", batch=4)
+    net.add(Concat(), *(net.add(layer, spread) for layer in (GELU(), GELU(approximate=True), HardSwish(),
+                                                              HardSigmoid())))
+    return net.spec("parity-activations", (8, 8, 2), "mse", "", batch=4)
 
 
 def flat_after_image(dropout: float) -> ModelSpec:
@@ -186,7 +190,7 @@ def _arrays(spec: ModelSpec, batch: int) -> dict[str, np.ndarray]:
 
 
 Results = dict[str, dict[str, np.ndarray]]  # per framework, what its forward job wrote
-INFERENCE = [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5), layer_norms(), gelus(),
+INFERENCE = [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5), layer_norms(), activations(),
              flat_after_image(0.5)]
 TRAINING = [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(), flat_after_image(0.0)]
 
@@ -241,6 +245,17 @@ def test_same_weights_give_the_same_outputs_and_loss_in_inference(spec: ModelSpe
     for key, value in results[FRAMEWORKS[0]].items():
         if key.startswith("statistics"):
             np.testing.assert_array_equal(value, given[key.replace("statistics", "layer")])
+
+
+def test_hard_sigmoid_is_relu6_of_x_plus_3_over_6_in_every_framework(inference: dict[str, Results]) -> None:
+    """The spec's hard sigmoid is relu6(x + 3) / 6 and hard swish x times it (Keras 3's, torch's, JAX's), not Keras
+    2's or ONNX's default 0.2 x + 0.5: frameworks agreeing with each other would not show which."""
+    spec = activations()
+    x = 3.0 * _arrays(spec, batch=4)["inputs"]  # the net's Rescale(3.0)
+    gate = np.clip(x + 3, 0, 6) / 6
+    for framework, result in inference[spec.name].items():
+        np.testing.assert_allclose(result["output"][..., 4:], np.concatenate([x * gate, gate], axis=-1), rtol=1e-6,
+                                   atol=1e-6, err_msg=framework)
 
 
 @pytest.mark.parametrize("spec", TRAINING, ids=lambda s: s.name)

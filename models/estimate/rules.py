@@ -67,16 +67,20 @@ class Rules:
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
                  "relu6": ("output",), "maxpool2d": ("input",), "avgpool2d": (), "global_avg_pool": (),
                  "dropout": ("mask",), "add": (), "concat": (), "pad": (), "flatten": (), "silu": ("input",),
-                 "sigmoid": ("output",), "gelu": ("input",), "layernorm": ("input",), "rescale": (), "normalize": (),
-                 "zeropad2d": (), "upsample2d": (), "reshape": (), "multiply": ("input",)}
+                 "sigmoid": ("output",), "hard_sigmoid": ("output",), "hard_swish": ("input",), "gelu": ("input",),
+                 "layernorm": ("input",), "rescale": (), "normalize": (), "zeropad2d": (), "upsample2d": (),
+                 "reshape": (), "multiply": ("input",)}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
 BN_CHANNELS = ("channels",) * 4  # the per-channel vectors a composed batch norm's gradient reads (Keras)
 TORCH_LAYERNORM = ("input", "positions", "positions")  # native_layer_norm: its input, mean and rstd (torch, Keras)
+TORCH_HARD = {"hard_sigmoid": ("input",)}  # hardsigmoid_backward reads its input, not its output (torch, Keras)
 # jax.vjp's residuals of jax.nn's activations (JAX and Keras on JAX): silu its input, the sigmoid and its derivative;
-# sigmoid the derivative (not its output); the exact gelu erfc, exp and a product (not its input)
-JAX_ACTIVATIONS = {"silu": ("input", "residual", "residual"), "sigmoid": ("residual",), "gelu": ("residual",) * 3}
+# sigmoid the derivative (not its output); the exact gelu erfc, exp and a product (not its input); hard_sigmoid
+# relu6's mask, hard_silu its input, that mask and the hard sigmoid (relu6's zeros, as relu's, left to XLA)
+JAX_ACTIVATIONS = {"silu": ("input", "residual", "residual"), "sigmoid": ("residual",), "gelu": ("residual",) * 3,
+                   "hard_sigmoid": ("mask",), "hard_swish": ("input", "mask", "residual")}
 # XLA's GPU fusions recompute batch norm's normalized values and ReLU's mask in the backward (JAX and Keras on JAX)
 JAX_CUDA_SAVES = {"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}
 NORMALIZE_DIVISOR = ("channels",)  # the (1, 1, 1, C) max(sqrt(variance), 1e-7) a composed normalization divides by
@@ -88,14 +92,15 @@ RULES = {
         init_copies=0, accumulator_copies=0, update_temporaries={},
         why="no framework named: what a backward pass needs at least: each weighted layer (conv, dense, batch norm)"
             " keeps its input, ReLU and ReLU6 their output, max-pool its input, dropout a boolean mask (one per example"
-            " when per example); SiLU and GELU their input, sigmoid its output, layer norm its input, multiply its"
-            " inputs; average pooling, the global mean, add, concat, rescale, normalize (its statistics fixed), zero"
-            " padding, upsampling and reshape are linear and keep nothing; every gradient is live at the update, which"
-            " allocates nothing"),
+            " when per example); SiLU, hard swish and GELU their input, sigmoid and hard sigmoid their output (the"
+            " hard one's slope is 1/6 where its output is strictly between 0 and 1, else 0), layer norm its input,"
+            " multiply its inputs; average pooling, the global mean, add, concat, rescale, normalize (its statistics"
+            " fixed), zero padding, upsampling and reshape are linear and keep nothing; every gradient is live at the"
+            " update, which allocates nothing"),
     "torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
                                "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",),
-                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR},
+                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD},
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
         explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
@@ -110,8 +115,9 @@ RULES = {
             " avg_pool2d its input; add, cat and the mean over H and W nothing; dropout on the CPU multiplies by a"
             " float noise tensor it keeps, on CUDA the fused native_dropout keeps a bool mask (torchgen's"
             " derivatives.yaml: result1; not run here), per example (a mul by (N, 1, 1, 1) noise) the noise only;"
-            " silu and gelu keep their input, sigmoid its output, native_layer_norm its input and per-position mean"
-            " and rstd, mul both inputs (a broadcast one is small), a normalization its per-channel divisor (its"
+            " silu, gelu, hardswish and hardsigmoid keep their input, sigmoid its output, native_layer_norm its input"
+            " and per-position mean and rstd, mul both inputs (a broadcast one is small), a normalization its"
+            " per-channel divisor (its"
             " statistics fixed); a scalar affine, constant_pad_nd, upsample_nearest2d, upsample_bilinear2d and a"
             " view keep nothing but shapes, avg_pool2d its input with its padding inside (measured with the hooks on"
             " the CPU, no GPU figure yet); ZeroPad2d's padded copy replaces the conv input where 'same' is"
@@ -133,7 +139,8 @@ RULES = {
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS),
                                "gelu": ("residual",) * 3, "layernorm": ("input", "residual", *("positions",) * 3),
-                               "normalize": NORMALIZE_DIVISOR},
+                               "normalize": NORMALIZE_DIVISOR, "hard_sigmoid": ("residual",),
+                               "hard_swish": ("input", "residual", "residual")},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         keeps_pages_on=("cpu",), holds_run_inputs=True, bfc_on=("cuda",), state_made="per_weight",
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_on=("cpu", "cuda"),
@@ -148,8 +155,10 @@ RULES = {
             " mean, rsqrt and scale (not the fused kernel; grappler might still rewrite it); stateless_dropout keeps"
             " the bool keep-mask of its SelectV2 (per example, an (N, 1, 1, 1) one); silu's custom gradient keeps its"
             " input, SigmoidGrad the output; Keras's composed ops (the forward tensors the traced step's gradient"
-            " reads, on the CPU): gelu erfc and two products, layer norm its input, its scale times rsqrt (of the"
-            " input's size) and three per-position tensors, normalization its per-channel divisor, Mul both inputs;"
+            " reads, on the CPU): gelu erfc and two products, hard_sigmoid (relu6(x + 3) / 6) its Relu6's output,"
+            " hard_silu (x times that) its input, the hard sigmoid and that Relu6 output, layer norm its input, its"
+            " scale times rsqrt (of the input's size) and three per-position tensors, normalization its per-channel"
+            " divisor, Mul both inputs;"
             " Pad, Tile (nearest upsampling), Reshape and the mean nothing (bilinear's ResizeBilinearGrad reads its"
             " input for the shape, which the rules do not count); Keras pads integer padding (a conv's, an average"
             " pool's) with ZeroPadding2D and max-pool padding"
@@ -174,7 +183,8 @@ RULES = {
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_on=("cuda",),
         init_copies=2,
         accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)}, recomputes_on=("cuda",),
-        tracked_saves={"batchnorm": ("residual", "channels", "channels"), "relu": ("mask", "residual")},
+        tracked_saves={"batchnorm": ("residual", "channels", "channels"), "relu": ("mask", "residual"),
+                       "hard_sigmoid": ("mask", "residual"), "hard_swish": ("input", "mask", "residual", "residual")},
         why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their input,"
             " relu's and relu6's jvp a boolean mask, reduce_window max its operand (padding inside); avg pooling, the"
             " mean, add and concatenate are linear and keep nothing; dropout's where keeps its bool mask; the plain-jnp"
@@ -184,8 +194,9 @@ RULES = {
             " activation rather than a bool mask, dropout about two: the rules keep the residuals; the newer kinds'"
             " residuals (measured on the CPU, no GPU figure yet): silu its input, the sigmoid and its derivative,"
             " sigmoid the derivative, the exact gelu three tensors of its size (erfc, exp, a product; the tanh gelu its"
-            " input and four), the plain-jnp layer norm three of its size and three per position (XLA's CPU plan keeps"
-            " about one: the rules keep the residuals), normalize its per-channel divisor, mul both inputs; the scalar"
+            " input and four), hard_sigmoid relu6's bool mask, hard_silu its input, that mask and the hard sigmoid,"
+            " the plain-jnp layer norm three of its size and three per position (XLA's CPU plan keeps about one: the"
+            " rules keep the residuals), normalize its per-channel divisor, mul both inputs; the scalar"
             " affine, pad, resize (its index or weight vectors are small) and reshape nothing; a per-example dropout"
             " mask is one value per example (XLA fuses its broadcast: +0 activations in the plan), and an average"
             " pool's jnp.pad fuses into reduce_window (the plan's temp grows 0.06 of the map), so its padding is inside"
@@ -210,8 +221,9 @@ RULES = {
             " first);"
             " tracked inference (jax.vjp over the jitted forward) keeps every residual partial evaluation names, none"
             " fused away: a batch norm in evaluation mode its scaled difference and two per-channel vectors, a ReLU"
-            " its mask and a zero tensor of its size (jax.nn.relu's jvp selects from one); resnet50's pullback at"
-            " batch 2 holds 262,900,224 bytes beyond the weights and the batch, the estimate's figure, and the H100"
+            " its mask and a zero tensor of its size (jax.nn.relu's jvp selects from one; relu6's in hard_sigmoid and"
+            " hard_silu too); resnet50's pullback at batch 2 holds 262,900,224 bytes beyond the weights and the"
+            " batch, the estimate's figure, and the H100"
             " peaked at the weights, the batch and 2,004 MiB of them at batch 16"),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), **JAX_ACTIVATIONS,
@@ -241,7 +253,7 @@ RULES = {
     "keras-torch": Rules(
         saves=NEUTRAL_SAVES | {"conv2d": ("copy", "kernel"), "maxpool2d": ("copy", "indices"), "relu6": ("input",),
                                "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3]),
-                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR},
+                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_on=(), init_copies=2, batch_drawn_directly=True, accumulator_copies=1, blas_workspaces_on=("cuda",),
@@ -259,9 +271,10 @@ RULES = {
             " variance's square, a clone of x - mean (the in-place mul_ needs the original) and three per-channel"
             " vectors;"
             " the seeded dropout is torch.where on a"
-            " bool mask, which it keeps (per example, an (N, 1, 1, 1) one); SiLU, GELU, sigmoid and multiply as"
-            " torch's; LayerNormalization calls torch's layer_norm (input, per-position mean and rstd); Normalization"
-            " keeps its per-channel divisor, Rescaling a scalar; ZeroPadding2D, UpSampling2D and Reshape nothing (hooks"
+            " bool mask, which it keeps (per example, an (N, 1, 1, 1) one); SiLU, GELU, sigmoid, hard_sigmoid,"
+            " hard_silu and multiply as torch's; LayerNormalization calls torch's layer_norm (input, per-position mean"
+            " and rstd); Normalization keeps its per-channel divisor, Rescaling a scalar; ZeroPadding2D, UpSampling2D"
+            " and Reshape nothing (hooks"
             " on the CPU, no GPU figure yet); Keras pads uneven 'same' convolutions, integer padding (ZeroPadding2D, an"
             " average pool's too) and"
             " max-pool padding (a -inf pad layer) explicitly; Keras builds the optimizer's variables at the first"

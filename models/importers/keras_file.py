@@ -35,11 +35,17 @@ KERAS_MODELS = ("Sequential", "Functional", "Model")
 LOSSES = {"mse": "mse", "mean_squared_error": "mse", "MeanSquaredError": "mse",
           "categorical_crossentropy": "cross_entropy", "CategoricalCrossentropy": "cross_entropy",
           "sparse_categorical_crossentropy": "cross_entropy", "SparseCategoricalCrossentropy": "cross_entropy"}
-# Keras's activations as spec layers; None: the identity, no layer. Keras's gelu is the exact one (gelu's default).
+# Keras's activations as spec layers; None: the identity, no layer. Keras's gelu is the exact one (gelu's default);
+# Keras 3's hard_sigmoid is relu6(x + 3) / 6, the spec's (Keras 2's, 0.2 x + 0.5, is refused), hard_silu x times it.
 ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "silu": "silu", "swish": "silu", "sigmoid": "sigmoid",
-               "gelu": "gelu", "linear": None}
+               "hard_sigmoid": "hard_sigmoid", "hard_silu": "hard_swish", "hard_swish": "hard_swish", "gelu": "gelu",
+               "linear": None}
 CONVS = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D")
-NONNEGATIVE = ("relu", "relu6", "sigmoid")  # outputs where a zero pad never wins a max: minus infinity's result
+# outputs where a zero pad never wins a max: minus infinity's result
+NONNEGATIVE = ("relu", "relu6", "sigmoid", "hard_sigmoid")
+# keras.ops called on a tensor and a number in a functional model (MobileNetV3's hard sigmoid, relu6(x + 3.0) * (1 / 6),
+# is an Add, a ReLU layer and a Multiply): the spec's rescale, the number as its offset or its scale
+OPERATIONS = {"Add": "offset", "Multiply": "scale"}
 # The slice of a Keras layer's weight list that each named part of it holds: SeparableConv2D's
 # [depthwise kernel, pointwise kernel, bias] as a depthwise conv2d and a pointwise one
 PARTS = {"depthwise": slice(0, 1), "pointwise": slice(1, None)}
@@ -55,10 +61,13 @@ def is_keras_config(data: object) -> bool:
 
 
 def load_keras_file(path: str | Path) -> ModelSpec:
-    """A `.keras` file (a zip whose config.json describes the model); weights are not read."""
+    """A `.keras` file (a zip whose config.json describes the model, metadata.json the Keras that saved it); weights
+    are not read."""
     try:
         with zipfile.ZipFile(path) as archive:
             data = json.loads(archive.read("config.json"))
+            if "metadata.json" in archive.namelist():
+                data.setdefault("keras_version", json.loads(archive.read("metadata.json")).get("keras_version"))
     except OSError as exc:
         raise SpecError(f"cannot read Keras file {path}: {exc.strerror or exc}") from exc
     except (zipfile.BadZipFile, KeyError) as exc:
@@ -71,9 +80,10 @@ def load_keras_file(path: str | Path) -> ModelSpec:
 
 
 def spec_from_keras(data: dict, source: str) -> ModelSpec:
-    """The spec of a Keras model config; `source` names the file in every error."""
+    """The spec of a Keras model config; `source` names the file in every error. Keras 2's `to_json()` names its
+    version (`keras_version`), Keras 3's does not."""
     try:
-        return _Importer(source).spec(data)
+        return _Importer(source, str(data.get("keras_version") or "")).spec(data)
     except SpecError as exc:
         message = str(exc)
         raise SpecError(message if message.startswith(f"{source}:") else f"{source}: {message}") from exc
@@ -166,6 +176,7 @@ def _inbound(layer: dict) -> list[str]:
 @dataclass
 class _Importer:
     source: str
+    keras_version: str  # "" when the config does not say (Keras 3's to_json())
     entries: list[dict] = field(default_factory=list)
     shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape, for channel counts
     kinds: dict[str, str] = field(default_factory=dict)  # each spec name's layer type
@@ -272,7 +283,10 @@ class _Importer:
             return None
         if activation not in ACTIVATIONS:
             raise _Refused(f"uses activation {activation!r}, which has no counterpart in the spec (relu, relu6, silu, "
-                           f"sigmoid, gelu, linear do, and softmax on a classifier's output)")
+                           f"sigmoid, hard_sigmoid, hard_silu, gelu, linear do, and softmax on a classifier's output)")
+        if activation == "hard_sigmoid" and self.keras_version.startswith("2."):
+            raise _Refused(f"uses Keras {self.keras_version}'s hard_sigmoid, max(0, min(1, 0.2 x + 0.5)); the spec's "
+                           f"is Keras 3's, relu6(x + 3) / 6")
         return ACTIVATIONS[activation]
 
     def _layer(self, name: str, layer: dict, sources: list[str]) -> None:
@@ -280,12 +294,25 @@ class _Importer:
         if config.get("data_format", "channels_last") != "channels_last":
             raise _Refused("is channels-first; the spec is channels-last")
         owed = self.padding.get(sources[0]) if len(sources) == 1 else None
-        out = self._mapped(name, kind, config, [self.alias.get(s, s) for s in sources], owed)
+        inputs = [self.alias.get(s, s) for s in sources]
+        if str(layer.get("module", "")).startswith("keras.src.ops"):
+            out = self._operation(name, kind, layer, inputs)
+        else:
+            out = self._mapped(name, kind, config, inputs, owed)
         if config.get("activation") is not None:
             follow = self._activation(name, config["activation"])
             if follow:
                 out = self._emit(name if kind == "Activation" else f"{name}/{follow}", follow, [out])
         self.alias[name] = out
+
+    def _operation(self, name: str, kind: str, layer: dict, inputs: list[str]) -> str:
+        """A keras.ops call on one tensor and one number (OPERATIONS) as the spec's rescale."""
+        args = (layer.get("inbound_nodes") or [{}])[0].get("args", [])
+        numbers = [arg for arg in args if isinstance(arg, (int, float)) and not isinstance(arg, bool)]
+        if kind not in OPERATIONS or len(inputs) != 1 or len(numbers) != 1:
+            raise _Refused(f"is keras.ops' {kind} of {len(inputs)} tensors and {len(numbers)} numbers; the spec has a "
+                           f"tensor plus or times a number (a rescale)")
+        return self._emit(name, "rescale", inputs, **{OPERATIONS[kind]: float(numbers[0])})
 
     def _norm_over_channels(self, config: dict, source: str, layer: str, option: str, doing: str) -> None:
         """Batch and layer norm: the spec's normalize the channel (last) axis, with scale and offset, and without

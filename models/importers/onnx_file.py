@@ -42,8 +42,15 @@ MIN_OPSET = 13
 FIRST, SAME = "channels-first", "as-spec"
 Layout = str | Shape
 TO_LAST, TO_FIRST = (0, 2, 3, 1), (0, 3, 1, 2)
-ELEMENTWISE = {"Relu": "relu", "Sigmoid": "sigmoid"}
-SUPPORTED = ("Conv, BatchNormalization, Gemm, MatMul (+ Add), Relu, Clip(0, 6), Sigmoid, Gelu, LayerNormalization, "
+ELEMENTWISE = {"Relu": "relu", "Sigmoid": "sigmoid", "HardSigmoid": "hard_sigmoid", "HardSwish": "hard_swish"}
+# x * gate(x) as one spec layer: a Mul of a value and its sigmoid is silu, of its hard sigmoid hard_swish (torch's
+# export of Hardswish before opset 14)
+GATED = {"Sigmoid": "silu", "HardSigmoid": "hard_swish"}
+# HardSigmoid's max(0, min(1, alpha x + beta)) that is the spec's relu6(x + 3) / 6 (torch's export; ONNX's own
+# default is 0.2 x + 0.5), as float32, ONNX's attribute type
+HARD_SIGMOID = (np.float32(1 / 6), np.float32(0.5))
+SUPPORTED = ("Conv, BatchNormalization, Gemm, MatMul (+ Add), Relu, Clip(0, 6), Sigmoid, HardSigmoid (alpha 1/6, "
+             "beta 0.5), HardSwish, Gelu, LayerNormalization, "
              "Add, Mul, Concat, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Flatten, Reshape, Transpose, "
              "Pad, Resize, Dropout, Identity, Softmax at the output")
 
@@ -342,7 +349,7 @@ class _Importer:
         elif op in ("Gemm", "MatMul"):
             self._dense(node, attributes, label)
         elif op in ELEMENTWISE:
-            self._elementwise(node, label)
+            self._elementwise(node, attributes, label)
         elif op == "Clip":
             self._clip(node, label)
         elif op == "Gelu":
@@ -388,13 +395,19 @@ class _Importer:
         else:
             self.tensors[node.output[0]] = value
 
-    def _elementwise(self, node: onnx.NodeProto, label: str) -> None:
-        """An activation (ELEMENTWISE), folding x * sigmoid(x) into one silu layer."""
+    def _elementwise(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """An activation (ELEMENTWISE), folding x * sigmoid(x) and x * hard_sigmoid(x) into one layer (GATED)."""
         value = self._value(node, 0)
-        silu = self._sole_reader(node.output[0], "Mul") if node.op_type == "Sigmoid" else None
-        if silu is not None and sorted(silu.input) == sorted([node.input[0], node.output[0]]):
-            self.folded.add(id(silu))  # x * sigmoid(x): one silu layer
-            self.tensors[silu.output[0]] = _Tensor(self._emit(silu.name or label, "silu", [value.spec]), value.layout)
+        if node.op_type == "HardSigmoid":
+            alpha, beta = np.float32(attributes.get("alpha", 0.2)), np.float32(attributes.get("beta", 0.5))
+            if (alpha, beta) != HARD_SIGMOID:
+                raise _Refused(f"computes max(0, min(1, {_float(alpha)} x + {_float(beta)})); the spec's hard_sigmoid "
+                               f"is alpha 1/6, beta 0.5 (torch's export)")
+        gated = self._sole_reader(node.output[0], "Mul") if node.op_type in GATED else None
+        if gated is not None and sorted(gated.input) == sorted([node.input[0], node.output[0]]):
+            self.folded.add(id(gated))  # x * gate(x): one layer
+            self.tensors[gated.output[0]] = _Tensor(self._emit(gated.name or label, GATED[node.op_type],
+                                                               [value.spec]), value.layout)
         else:
             self._set(node, self._emit(label, ELEMENTWISE[node.op_type], [value.spec]), value.layout)
 
