@@ -41,7 +41,8 @@ def test_no_framework_is_imported_by(package: str) -> None:
 # The importers read a file format, with its own package: imported only where such a file is read
 # (models.importers.files.load_spec_file), never by a worker, whose environment has neither onnx nor a need for it.
 IMPORTERS = {"importers/keras_file.py": {"numpy"}, "importers/onnx_file.py": {"numpy", "onnx"},
-             "importers/onnx_folding.py": {"numpy", "onnx", "onnxscript"}, "importers/onnx_fusions.py": {"onnx"}}
+             "importers/onnx_folding.py": {"numpy", "onnx", "onnxscript"}, "importers/onnx_fusions.py": {"onnx"},
+             "importers/onnx_dropout.py": {"numpy", "onnx"}}
 
 
 def test_models_depend_on_the_standard_library_only() -> None:
