@@ -308,3 +308,13 @@ def test_check_refuses_what_it_cannot_prove_in_one_line(arguments: tuple[str, ..
     done = run_cli("models", "--check", *arguments)
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
+
+
+def test_check_never_broadcasts_an_output_onto_a_reference_of_another_shape() -> None:
+    """onnx's reference evaluator rounds a stride-1 max pool up two pixels too many in ceil_mode (8x8 to 10x10,
+    where torch gives 8x8: googlenet's): a comparison of different shapes differs, it is never broadcast."""
+    from suites.run.import_check import _difference
+
+    assert _difference(np.ones((2, 8, 8, 3)), np.ones((2, 10, 10, 3))) == float("inf")
+    assert _difference(np.ones((2, 5)), np.ones((2, 1))) == float("inf")  # would broadcast to a difference of 0
+    assert _difference(np.array([[1.0, 2.0]]), np.array([[1.5, 2.0]])) == 0.5

@@ -11,6 +11,7 @@ difference from the reference. `to_json()`'s JSON holds no weights: its proof is
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -86,8 +87,12 @@ def _onnx(path: Path, spec: ModelSpec, batch: dict[str, np.ndarray]) -> tuple[di
 
     model, scores = reference_graph(path)
     inputs = batch["inputs"]
-    (output,) = ReferenceEvaluator(model).run([scores], {model.graph.input[0].name: inputs.transpose(0, 3, 1, 2)
-                                                         if inputs.ndim == 4 else inputs})
+    try:
+        (output,) = ReferenceEvaluator(model).run([scores], {model.graph.input[0].name: inputs.transpose(0, 3, 1, 2)
+                                                             if inputs.ndim == 4 else inputs})
+    except Exception as error:  # noqa: BLE001 - any failure of the evaluator is one line: the file is not proved
+        raise SpecError(f"{path}: onnx's reference evaluator could not compute the file, so it cannot be compared: "
+                        f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from error
     return canonical_weights(path, spec), output.transpose(0, 2, 3, 1) if output.ndim == 4 else output, None
 
 
@@ -155,12 +160,17 @@ def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
         proofs = {}
         for index, (path, spec, (reference, counts, source)) in enumerate(zip(paths, specs, found, strict=True)):
             agreements = () if reference is None else tuple(
-                Agreement(framework, float(np.abs(np.load(folder / f"net{index}" / f"{framework}.npz")["output"]
-                                                  - reference).max()), float(np.abs(reference).max()))
+                Agreement(framework, _difference(np.load(folder / f"net{index}" / f"{framework}.npz")["output"],
+                                                 reference), float(np.abs(reference).max()))
                 for framework in frameworks)
             ours = (spec.param_count, spec.statistics_count)
             proofs[path] = Proof(source, None if counts is None else (ours, counts), agreements)
         return proofs
+
+
+def _difference(output: np.ndarray, reference: np.ndarray) -> float:
+    """The largest absolute difference; infinite where the shapes differ (never broadcast one onto the other)."""
+    return float(np.abs(output - reference).max()) if output.shape == reference.shape else math.inf
 
 
 def _keras_json(path: str) -> bool:
