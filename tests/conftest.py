@@ -17,6 +17,7 @@ import pytest
 from models.protocol import write_scenario
 from models.scenario import Scenario
 from models.spec import ModelSpec
+from suites.run import forward
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, frameworks, interpreter
 from suites.run.runfile import identity
@@ -42,25 +43,10 @@ def run_worker(framework: str, *args: str, timeout: float = 600) -> str:
 
 def forward_all(nets: list[tuple[ModelSpec, dict[str, np.ndarray]]], folder: Path, training: bool = False,
                 frameworks_run: tuple[str, ...] | list[str] = FRAMEWORKS) -> list[dict[str, dict[str, np.ndarray]]]:
-    """The worker's forward job on each net's canonical arrays (`inputs`, `targets`, and each layer's weights as
-    `layer{index}_{name}`), every net in one worker per framework (a framework's import and its first compilations
-    paid once): per net, per framework, its output, loss and running statistics."""
-    jobs: dict[str, list[str]] = {framework: [] for framework in frameworks_run}
-    for index, (spec, arrays) in enumerate(nets):
-        net_folder = folder / f"net{index}"
-        net_folder.mkdir(parents=True, exist_ok=True)
-        np.savez(net_folder / "arrays.npz", **arrays)
-        for framework in frameworks_run:
-            scenario = Scenario(framework=framework, model=spec.name, batch=len(arrays["inputs"]),
-                                spec_json=spec.to_dict())
-            scenario_folder = net_folder / framework
-            scenario_folder.mkdir(exist_ok=True)
-            jobs[framework] += [write_scenario(scenario.to_dict(), scenario_folder), str(net_folder / "arrays.npz"),
-                                str(net_folder / f"{framework}.npz")]
-    for framework, arguments in jobs.items():
-        run_worker(framework, "forward", *arguments, *(["--training"] if training else []))
-    return [{framework: dict(np.load(folder / f"net{index}" / f"{framework}.npz")) for framework in frameworks_run}
-            for index in range(len(nets))]
+    """The forward job (suites.run.forward) on each net's canonical arrays, in the tests' workers: per net, per
+    framework, its output, loss and running statistics."""
+    return forward.forward_all(nets, folder, frameworks_run, lambda framework, job: run_worker(framework, *job),
+                               training)
 
 
 def forward_everywhere(spec: ModelSpec, arrays: dict[str, np.ndarray], folder: Path, training: bool = False,

@@ -203,8 +203,8 @@ def test_torchs_dropouts_in_training_are_the_specs_dropouts() -> None:
 
 
 @pytest.mark.parametrize(("name", "message"), [
-    ("default", "node 'node_Conv_37' (Conv) has a batch norm fused into it by the default exporter (onnxscript's "
-                "FuseBatchNormIntoConv)"),
+    ("default", "node 'node_Conv_37' (Conv) has a batch norm fused in by the default exporter "
+                "(FuseBatchNormIntoConv): an inference graph"),
     ("legacy", "node '/stem/Conv' (Conv) reads a weight the exporter computed ('onnx::Conv_")])
 def test_a_graph_whose_batch_norms_were_fused_is_refused_naming_the_export_that_keeps_them(name: str, message: str,
                                                                                           tmp_path: Path) -> None:

@@ -72,13 +72,28 @@ def load_onnx_file(path: str | Path) -> ModelSpec:
     return _import(_read(path), str(path), Path(path).stem).spec()
 
 
-def reference_graph(path: str | Path) -> tuple[onnx.ModelProto, str]:
-    """The file's graph as the spec's frameworks compute it in inference, for onnx's reference evaluator (each
-    dropout the importer found, ONNX's Dropout or torch's mask arithmetic, the identity), and the tensor the spec's
-    output is (the scores a softmax at the output reads: the loss takes the softmax in)."""
+@dataclass(frozen=True)
+class OnnxProof:
+    """What `models --check` needs of an ONNX file, from one import of it."""
+
+    spec: ModelSpec
+    graph: onnx.ModelProto  # the file's graph as the spec's frameworks compute it in inference
+    scores: str  # the tensor the spec's output is
+    weights: dict[str, np.ndarray]  # the initializers as the spec's canonical arrays
+
+
+def load_onnx_proof(path: str | Path) -> OnnxProof:
+    """The spec, the reference graph and the weights, the file read and imported once."""
     model = _read(path)
     importer = _import(model, str(path), Path(path).stem)
-    importer.spec()
+    spec = importer.spec()
+    return OnnxProof(spec, *_inference_graph(model, importer), _canonical(importer, spec))
+
+
+def _inference_graph(model: onnx.ModelProto, importer: _Importer) -> tuple[onnx.ModelProto, str]:
+    """The graph for onnx's reference evaluator (each dropout the importer found, ONNX's Dropout or torch's mask
+    arithmetic, the identity), and the tensor the spec's output is (the scores a softmax at the output reads: the
+    loss takes the softmax in)."""
     masked = {mask.output: mask.source for mask in importer.dropouts.values()}
     inference = onnx.ModelProto()
     inference.CopyFrom(model)
@@ -105,6 +120,10 @@ def canonical_weights(path_or_model: str | Path | onnx.ModelProto, spec: ModelSp
     else:
         importer = _import(_read(path_or_model), str(path_or_model), Path(path_or_model).stem)
     importer.spec()
+    return _canonical(importer, spec)
+
+
+def _canonical(importer: _Importer, spec: ModelSpec) -> dict[str, np.ndarray]:
     arrays = {}
     for step in spec.walk():
         held = importer.weights.get(step.name, {})

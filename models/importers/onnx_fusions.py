@@ -19,9 +19,7 @@ import onnx
 RULE_KEY = "pkg.onnxscript.rewriter.rule_name"
 FUSION_RULE = "FuseBatchNorm"  # the prefix of onnxscript's rules that fold a batch norm into its producer
 COMPUTED_WEIGHT = re.compile(r"onnx::Conv_\d+")  # the legacy exporter's name for a conv weight it computed
-KEEPS_BATCH_NORM = ("export with torch.onnx.export(net.train(), ..., optimize=False), or with dynamo=False and "
-                    "training=torch.onnx.TrainingMode.PRESERVE from eval(): both keep BatchNormalization "
-                    "(docs/models.md)")
+KEEPS_BATCH_NORM = "export net.train() with optimize=False, or dynamo=False with TrainingMode.PRESERVE (docs/models.md)"
 
 
 def fused_batch_norm(model: onnx.ModelProto) -> str | None:
@@ -30,15 +28,14 @@ def fused_batch_norm(model: onnx.ModelProto) -> str | None:
         rules = next((entry.value for entry in node.metadata_props if entry.key == RULE_KEY), "")
         fused = next((rule.strip() for rule in rules.split(",") if rule.strip().startswith(FUSION_RULE)), None)
         if fused:
-            return (f"node {node.name!r} ({node.op_type}) has a batch norm fused into it by the default exporter "
-                    f"(onnxscript's {fused}): an inference graph, not the training net; {KEEPS_BATCH_NORM}")
+            return (f"node {node.name!r} ({node.op_type}) has a batch norm fused in by the default exporter ({fused}): "
+                    f"an inference graph; {KEEPS_BATCH_NORM}")
     if model.producer_name != "pytorch":
         return None
     initializers = {initializer.name for initializer in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in initializers and \
                 COMPUTED_WEIGHT.fullmatch(node.input[1]):
-            return (f"node {node.name!r} (Conv) reads a weight the exporter computed ({node.input[1]!r}, not a "
-                    f"parameter's name): the legacy exporter's TrainingMode.EVAL folds a batch norm into the conv "
-                    f"before it, an inference graph, not the training net; {KEEPS_BATCH_NORM}")
+            return (f"node {node.name!r} (Conv) reads a weight the exporter computed ({node.input[1]!r}): "
+                    f"TrainingMode.EVAL fused a batch norm in, an inference graph; {KEEPS_BATCH_NORM}")
     return None

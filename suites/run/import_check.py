@@ -2,10 +2,10 @@
 
 The file's own source computes the reference: onnx's reference evaluator (the standard's own semantics) for an
 ONNX graph, with its dropouts the identity as in inference; Keras itself, in a Keras worker (the `keras-reference`
-job), for a Keras file, with its counts. The spec, given the file's own weights (`canonical_weights`: an ONNX
-file's initializers, a `.keras` file's layers' weights), runs in each framework's worker (its forward job, every
-file in one worker per framework) on the same fixed batch, in inference; each framework's answer is its largest
-difference from the reference. `to_json()`'s JSON holds no weights: its proof is Keras's counts.
+job), for a Keras file, with its counts. The spec, given the file's own weights (an ONNX file's initializers, a
+`.keras` file's layers' weights), runs in each framework's worker (suites.run.forward: every file in one worker per
+framework) on the same fixed batch, in inference; each framework's answer is its largest difference from the
+reference. `to_json()`'s JSON holds no weights: its proof is Keras's counts.
 """
 
 from __future__ import annotations
@@ -16,15 +16,18 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.importers.files import load_spec_file
-from models.protocol import write_scenario
-from models.scenario import Scenario
 from models.spec import ModelSpec, SpecError
+from suites.run.forward import forward_all
 from suites.run.orchestrator import worker_environment
 from suites.run.registry import ROOT, interpreter
+
+if TYPE_CHECKING:
+    from models.importers.onnx_file import OnnxProof
 
 BATCH = 2
 RELATIVE_TOLERANCE = 1e-4  # of the reference's largest value (float32 sums over a deep net, in another order):
@@ -79,21 +82,19 @@ def _run(command: list[str], what: str, extra: dict[str, str] | None = None) -> 
         raise SpecError(f"{what}: {last}")
 
 
-def _onnx(path: Path, spec: ModelSpec, batch: dict[str, np.ndarray]) -> tuple[dict, np.ndarray, None]:
-    """The file's initializers as the spec's weights, and the graph's own output on the batch."""
+def _onnx(proof: OnnxProof, batch: dict[str, np.ndarray], path: str) -> np.ndarray:
+    """The graph's own output on the batch, computed by onnx's reference evaluator."""
     from onnx.reference import ReferenceEvaluator
 
-    from models.importers.onnx_file import canonical_weights, reference_graph
-
-    model, scores = reference_graph(path)
     inputs = batch["inputs"]
     try:
-        (output,) = ReferenceEvaluator(model).run([scores], {model.graph.input[0].name: inputs.transpose(0, 3, 1, 2)
-                                                             if inputs.ndim == 4 else inputs})
+        (output,) = ReferenceEvaluator(proof.graph).run(
+            [proof.scores], {proof.graph.graph.input[0].name: inputs.transpose(0, 3, 1, 2) if inputs.ndim == 4
+                             else inputs})
     except Exception as error:  # noqa: BLE001 - any failure of the evaluator is one line: the file is not proved
         raise SpecError(f"{path}: onnx's reference evaluator could not compute the file, so it cannot be compared: "
                         f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from error
-    return canonical_weights(path, spec), output.transpose(0, 2, 3, 1) if output.ndim == 4 else output, None
+    return output.transpose(0, 2, 3, 1) if output.ndim == 4 else output
 
 
 def _keras_references(files: dict[int, tuple[Path, ModelSpec, dict[str, np.ndarray]]], folder: Path) -> None:
@@ -108,7 +109,7 @@ def _keras_references(files: dict[int, tuple[Path, ModelSpec, dict[str, np.ndarr
              "Keras could not read the files", KERAS_QUIET)
 
 
-def _keras(path: Path, spec: ModelSpec, given: np.lib.npyio.NpzFile) -> tuple[dict | None, np.ndarray | None, tuple]:
+def _keras(spec: ModelSpec, given: np.lib.npyio.NpzFile) -> tuple[dict | None, np.ndarray | None, tuple]:
     """Keras's weights as the spec's and its output on the batch (a `.keras` file), and its counts."""
     from models.importers.keras_file import canonical_weights
 
@@ -126,7 +127,10 @@ def _keras(path: Path, spec: ModelSpec, given: np.lib.npyio.NpzFile) -> tuple[di
 def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
     """Each file's proof: one Keras worker for every Keras file, one forward worker per framework for every file
     that holds weights."""
-    specs = [load_spec_file(path) for path in paths]
+    from models.importers.onnx_file import load_onnx_proof
+
+    onnx_proofs = {path: load_onnx_proof(path) for path in paths if Path(path).suffix == ".onnx"}
+    specs = [onnx_proofs[path].spec if path in onnx_proofs else load_spec_file(path) for path in paths]
     for path in paths:
         if Path(path).suffix not in (".onnx", ".keras") and not _keras_json(path):
             raise SpecError(f"{path}: a spec file has no source to compare with; --check proves an imported file")
@@ -134,38 +138,30 @@ def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
     with tempfile.TemporaryDirectory(prefix="footprint-check-") as temporary:
         folder = Path(temporary)
         _keras_references({index: (Path(path), spec, batch) for index, (path, spec, batch)
-                           in enumerate(zip(paths, specs, batches, strict=True)) if Path(path).suffix != ".onnx"},
-                          folder)
-        jobs: dict[str, list[str]] = {framework: [] for framework in frameworks}
-        found = []
+                           in enumerate(zip(paths, specs, batches, strict=True)) if path not in onnx_proofs}, folder)
+        found, nets = [], {}
         for index, (path, spec, batch) in enumerate(zip(paths, specs, batches, strict=True)):
-            onnx = Path(path).suffix == ".onnx"
-            weights, reference, counts = _onnx(Path(path), spec, batch) if onnx else \
-                _keras(Path(path), spec, np.load(folder / f"keras{index}.npz"))
-            found.append((reference, counts, "onnx's reference evaluator" if onnx else "Keras"))
-            if weights is None:
-                continue
-            net = folder / f"net{index}"
-            net.mkdir()
-            np.savez(net / "arrays.npz", **batch, **weights)
-            for framework in frameworks:
-                scenario = Scenario(framework=framework, model=spec.name, batch=BATCH, spec_json=spec.to_dict())
-                (net / framework).mkdir()
-                jobs[framework] += [write_scenario(scenario.to_dict(), net / framework), str(net / "arrays.npz"),
-                                    str(net / f"{framework}.npz")]
-        for framework, arguments in jobs.items():
-            if arguments:
-                _run([interpreter(framework), "-m", "frameworks.worker", "forward", *arguments],
-                     f"{framework}'s worker could not run the imported nets")
+            if path in onnx_proofs:
+                weights, reference, counts = onnx_proofs[path].weights, _onnx(onnx_proofs[path], batch, path), None
+            else:
+                weights, reference, counts = _keras(spec, np.load(folder / f"keras{index}.npz"))
+            found.append((reference, counts, "onnx's reference evaluator" if path in onnx_proofs else "Keras"))
+            if weights is not None:
+                nets[index] = (spec, batch | weights)
+        outputs = dict(zip(nets, forward_all(list(nets.values()), folder, frameworks, _forward), strict=True))
         proofs = {}
         for index, (path, spec, (reference, counts, source)) in enumerate(zip(paths, specs, found, strict=True)):
             agreements = () if reference is None else tuple(
-                Agreement(framework, _difference(np.load(folder / f"net{index}" / f"{framework}.npz")["output"],
-                                                 reference), float(np.abs(reference).max()))
-                for framework in frameworks)
+                Agreement(framework, _difference(outputs[index][framework]["output"], reference),
+                          float(np.abs(reference).max())) for framework in frameworks)
             ours = (spec.param_count, spec.statistics_count)
             proofs[path] = Proof(source, None if counts is None else (ours, counts), agreements)
         return proofs
+
+
+def _forward(framework: str, job: list[str]) -> None:
+    _run([interpreter(framework), "-m", "frameworks.worker", *job],
+         f"{framework}'s worker could not run the imported nets")
 
 
 def _difference(output: np.ndarray, reference: np.ndarray) -> float:
