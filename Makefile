@@ -1,6 +1,7 @@
 # make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,keras-jax] [MODELS=keras-small] [TIMEOUT=600]
 #            [START=--resume|--fresh] [JOBS=2] [BATCHES=10,20,30]
 # make gpu-check [DEVICE=auto|cpu|cuda] [QUICK=1] [LIMIT=540] [PIECES=default,fit] [OUT=folder] [WHEELS=.whl]
+# make zoo [NETS=resnet18,MobileNetV2]
 # make test
 PYTHON ?= python3
 TOOLS := .venv-tools
@@ -18,8 +19,9 @@ PIECES ?=
 QUICK ?=
 OUT ?=
 WHEELS ?=
+NETS ?=
 
-.PHONY: bench gpu-check test envs clean
+.PHONY: bench gpu-check zoo test envs clean
 
 $(TOX):
 	$(PYTHON) -m venv $(TOOLS)
@@ -46,6 +48,13 @@ ORCHESTRATOR := $(if $(FOOTPRINT_PYTHON),$(FOOTPRINT_PYTHON),.tox/bench/bin/pyth
 gpu-check: $(if $(FOOTPRINT_PYTHON),,envs)
 	$(ORCHESTRATOR) -m suites check --device "$(DEVICE)" $(if $(LIMIT),--limit "$(LIMIT)" )--pieces "$(PIECES)" \
 		$(if $(QUICK),--quick) $(if $(OUT),--out "$(OUT)") $(if $(WHEELS),--wheels "$(WHEELS)")
+
+# The public conv nets through the suite: results/zoo-<commit>/ (docs/models.md). Its own env exports torchvision's
+# nets: PyPI's torchvision for Linux is a CUDA build, so it joins the CPU torch without its dependencies.
+zoo: envs
+	$(TOX) run -e zoo-torch --notest -q
+	.tox/zoo-torch/bin/python -m pip install -q --no-deps torchvision==0.29.1
+	.tox/bench/bin/python -m suites zoo $(if $(NETS),--nets "$(NETS)")
 
 test: envs
 	$(TOX) run -e test

@@ -272,6 +272,23 @@ def _check(args: argparse.Namespace) -> int:
     return check.run_check(target, resolved, args.quick, args.limit, only, check_page.write, wheels)
 
 
+def _zoo(args: argparse.Namespace) -> int:
+    from suites.bench import zoo
+
+    sources = [name for name in args.sources.split(",") if name]
+    unknown = [name for name in sources if name not in zoo.SOURCES]
+    nets = [name for name in args.nets.split(",") if name]
+    known = {name for _, names in zoo.SOURCES.values() for name in names}
+    if unknown or not sources:
+        raise SpecError(f"unknown source {', '.join(unknown) or '(none)'}; valid: {', '.join(zoo.SOURCES)}")
+    if set(nets) - known:
+        raise SpecError(f"not a zoo net: {', '.join(sorted(set(nets) - known))} (docs/models.md lists them)")
+    out = zoo.run_zoo(Path(args.out) if args.out else None, sources, nets, args.frameworks,
+                      [] if args.no_train else args.frameworks)
+    print(f"python -m suites zoo: wrote {out / 'zoo.md'}")
+    return 0
+
+
 def _run_file(path: str) -> dict:
     """A run file given on the command line; one line (exit 2) where it is not one."""
     try:
@@ -482,6 +499,15 @@ def parser() -> argparse.ArgumentParser:
     checks.add_argument("--wheels", help="a folder of carried wheels (Keras's) to install, offline, into each Keras "
                                          "interpreter that lacks keras (a prepared interpreter: docs/usage.md)")
     checks.set_defaults(action=_check)
+
+    zoo = commands.add_parser("zoo", help="the public conv nets imported, checked and trained: results/zoo-<commit>/")
+    zoo.add_argument("--sources", default="keras,torchvision", help="keras, torchvision or both (default)")
+    zoo.add_argument("--nets", default="", help="comma-separated nets of the zoo (default: all)")
+    zoo.add_argument("--frameworks", type=_framework_list, default="torch,jax",
+                     help="where outputs are checked and a training step is measured (default torch,jax)")
+    zoo.add_argument("--no-train", action="store_true", help="import and check only")
+    zoo.add_argument("--out", help="the folder (default: results/zoo-<commit>/)")
+    zoo.set_defaults(action=_zoo)
 
     versus = commands.add_parser("compare", help="two runs by scenario and phase: exit 1 if a peak grew")
     versus.add_argument("base")

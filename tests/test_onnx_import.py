@@ -1,5 +1,5 @@
 """ONNX models imported as specs: the initializers that become weights counted exactly, the same outputs as the ONNX
-graph itself (onnx's numpy reference evaluator) in torch and JAX, and what has no counterpart refused."""
+graph itself (onnxruntime) in torch and JAX, and what has no counterpart refused."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def residual_net() -> tuple[onnx.ModelProto, str]:
     x = net.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
     x = net.node("Gemm", [x, net.weight("fc.W", 5, 8), net.weight("fc.B", 5)], "fc", transB=1)
-    return net.model(x, 5, 14), x  # 14: onnx's reference evaluator runs opset 9-13's BN with momentum as training
+    return net.model(x, 5, 14), x  # 14: the first opset whose BatchNormalization is inference unless told
 
 
 def newer_net() -> tuple[onnx.ModelProto, str]:
@@ -163,8 +163,8 @@ def test_mapping(tmp_path: Path) -> None:
 
 
 def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> None:
-    """`models --check`: with the initializers loaded, each imported net's output is the ONNX graph's own (onnx's
-    reference evaluator; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
+    """`models --check`: with the initializers loaded, each imported net's output is the ONNX graph's own
+    (onnxruntime's; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
     exports that keep the training graph, in one worker per framework for all of them."""
     paths = [str(_save(build()[0], tmp_path, build.__name__)) for build in (residual_net, newer_net)]
     paths += [str(EXPORTS / f"{name}.onnx") for name in TRAINING_GRAPHS]
@@ -311,8 +311,8 @@ def test_check_refuses_what_it_cannot_prove_in_one_line(arguments: tuple[str, ..
 
 
 def test_check_never_broadcasts_an_output_onto_a_reference_of_another_shape() -> None:
-    """onnx's reference evaluator rounds a stride-1 max pool up two pixels too many in ceil_mode (8x8 to 10x10,
-    where torch gives 8x8: googlenet's): a comparison of different shapes differs, it is never broadcast."""
+    """A reference of another shape (onnx 1.23's reference evaluator rounded googlenet's stride-1 ceil_mode max pool
+    from 8x8 up to 10x10, where torch gives 8x8) differs: it is never broadcast."""
     from suites.run.import_check import _difference
 
     assert _difference(np.ones((2, 8, 8, 3)), np.ones((2, 10, 10, 3))) == float("inf")

@@ -91,7 +91,7 @@ def load_onnx_proof(path: str | Path) -> OnnxProof:
 
 
 def _inference_graph(model: onnx.ModelProto, importer: _Importer) -> tuple[onnx.ModelProto, str]:
-    """The graph for onnx's reference evaluator (each dropout the importer found, ONNX's Dropout or torch's mask
+    """The graph for the reference runtime (each dropout the importer found, ONNX's Dropout or torch's mask
     arithmetic, the identity), and the tensor the spec's output is (the scores a softmax at the output reads: the
     loss takes the softmax in)."""
     masked = {mask.output: mask.source for mask in importer.dropouts.values()}
@@ -108,6 +108,7 @@ def _inference_graph(model: onnx.ModelProto, importer: _Importer) -> tuple[onnx.
     output = model.graph.output[0].name
     final = next((node for node in model.graph.node if output in node.output), None)
     scores = final.input[0] if importer.loss == "cross_entropy" and final is not None else output
+    inference.graph.output[0].name = scores  # a softmax keeps its input's type and shape; a runtime gives outputs only
     return inference, scores
 
 

@@ -1,6 +1,6 @@
 """`models --model-file FILE --check`: proof that an imported net is the file's net, for the user's own file.
 
-The file's own source computes the reference: onnx's reference evaluator (the standard's own semantics) for an
+The file's own source computes the reference: onnxruntime (the graph as written, unoptimized) for an
 ONNX graph, with its dropouts the identity as in inference; Keras itself, in a Keras worker (the `keras-reference`
 job), for a Keras file, with its counts. The spec, given the file's own weights (an ONNX file's initializers, a
 `.keras` file's layers' weights), runs in each framework's worker (suites.run.forward: every file in one worker per
@@ -83,16 +83,21 @@ def _run(command: list[str], what: str, extra: dict[str, str] | None = None) -> 
 
 
 def _onnx(proof: OnnxProof, batch: dict[str, np.ndarray], path: str) -> np.ndarray:
-    """The graph's own output on the batch, computed by onnx's reference evaluator."""
-    from onnx.reference import ReferenceEvaluator
+    """The graph's own output on the batch, computed by onnxruntime with its graph optimizations off (the graph as
+    written; onnx 1.23's reference evaluator rounds googlenet's stride-1 ceil_mode max pool two pixels too large)."""
+    import onnxruntime
 
     inputs = batch["inputs"]
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.log_severity_level = 3  # its warnings (an initializer no node reads) are not the user's to act on
     try:
-        (output,) = ReferenceEvaluator(proof.graph).run(
-            [proof.scores], {proof.graph.graph.input[0].name: inputs.transpose(0, 3, 1, 2) if inputs.ndim == 4
-                             else inputs})
-    except Exception as error:  # noqa: BLE001 - any failure of the evaluator is one line: the file is not proved
-        raise SpecError(f"{path}: onnx's reference evaluator could not compute the file, so it cannot be compared: "
+        session = onnxruntime.InferenceSession(proof.graph.SerializeToString(), options,
+                                               providers=["CPUExecutionProvider"])
+        (output,) = session.run([proof.scores], {proof.graph.graph.input[0].name: inputs.transpose(0, 3, 1, 2)
+                                                 if inputs.ndim == 4 else inputs})
+    except Exception as error:  # noqa: BLE001 - any failure of the runtime is one line: the file is not proved
+        raise SpecError(f"{path}: onnxruntime could not compute the file, so it cannot be compared: "
                         f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from error
     return output.transpose(0, 2, 3, 1) if output.ndim == 4 else output
 
@@ -145,7 +150,7 @@ def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
                 weights, reference, counts = onnx_proofs[path].weights, _onnx(onnx_proofs[path], batch, path), None
             else:
                 weights, reference, counts = _keras(spec, np.load(folder / f"keras{index}.npz"))
-            found.append((reference, counts, "onnx's reference evaluator" if path in onnx_proofs else "Keras"))
+            found.append((reference, counts, "onnxruntime" if path in onnx_proofs else "Keras"))
             if weights is not None:
                 nets[index] = (spec, batch | weights)
         outputs = dict(zip(nets, forward_all(list(nets.values()), folder, frameworks, _forward), strict=True))

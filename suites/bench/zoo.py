@@ -1,0 +1,191 @@
+"""`python -m suites zoo` (`make zoo`): the public conv nets, as their users have them, through the suite.
+
+Each net of `keras.applications` and of torchvision is built in its own source with weights=None at a small input
+(frameworks/zoo_sources.py; Keras as a `.keras` file, torchvision exported to ONNX from train() with
+optimize=False), then imported as a user's file is. Per net the table says: imported, or the importer's one-line
+reason; the spec's counts against the source's; the largest output difference per framework with the file's own
+weights (`models --check`, suites/run/import_check.py); and the estimate's error on a training step at batch 8 on
+this CPU per framework (the rise of train step 2, the driver's view). Written to `results/zoo-<commit>/`: zoo.json
+(self-describing), zoo.md (the table) and the run file of the training steps (`python -m suites errors` reads it).
+The built files stay in results/local/zoo/ (git-ignored), so a second call rebuilds nothing and resumes the run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from models.importers.files import load_spec_file
+from models.record import atomic_write_json
+from models.scenario import Scenario
+from models.spec import ModelSpec, SpecError
+from suites.analysis import accounting, errors
+from suites.report.zoo_table import markdown
+from suites.run import environment, import_check
+from suites.run.orchestrator import run_scenario, worker_environment
+from suites.run.registry import ROOT, interpreter
+from suites.run.runfile import RunFile
+
+SCHEMA_VERSION = 1
+KIND = "footprint-zoo"
+SIZE = 64  # pixels a side: small enough for every net's training step on a CPU, large enough for every stem
+LARGER = 75  # the least InceptionV3, InceptionResNetV2 and Xception take (Keras), inception_v3 (torchvision)
+KERAS_NETS = {name: LARGER if name in ("InceptionV3", "InceptionResNetV2", "Xception") else SIZE for name in (
+    "ConvNeXtTiny", "ConvNeXtSmall", "ConvNeXtBase", "ConvNeXtLarge", "ConvNeXtXLarge",
+    "DenseNet121", "DenseNet169", "DenseNet201",
+    *(f"EfficientNetB{index}" for index in range(8)),
+    *(f"EfficientNetV2{size}" for size in ("B0", "B1", "B2", "B3", "S", "M", "L")),
+    "InceptionV3", "InceptionResNetV2", "MobileNet", "MobileNetV2", "MobileNetV3Small", "MobileNetV3Large",
+    "NASNetMobile", "NASNetLarge", "ResNet50", "ResNet101", "ResNet152", "ResNet50V2", "ResNet101V2", "ResNet152V2",
+    "VGG16", "VGG19", "Xception")}
+TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in (
+    "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "alexnet", "squeezenet1_1",
+    "densenet121", "googlenet", "inception_v3", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
+    "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}
+SOURCES = {"keras": ("keras-tensorflow", KERAS_NETS), "torchvision": ("zoo-torch", TORCHVISION_NETS)}
+TRAIN_BATCH = 8
+TRAIN_FRAMEWORKS = ("torch", "jax")
+SOURCE_TIMEOUT_S = 3600.0
+SCENARIO_TIMEOUT_S = 900.0
+
+
+@dataclass
+class Row:
+    """One net's line of the table."""
+
+    source: str
+    name: str
+    size: int
+    source_counts: tuple[int, int] | None = None  # the source's parameters and statistics
+    spec_counts: tuple[int, int] | None = None  # the imported spec's
+    reason: str | None = None  # why it is not imported (or not built), in one line
+    check: dict[str, float] = field(default_factory=dict)  # framework -> the largest relative output difference
+    check_reason: str | None = None  # why its outputs could not be compared
+    train: dict[str, dict] = field(default_factory=dict)  # framework -> status and the estimate's error
+
+    @property
+    def imported(self) -> bool:
+        return self.spec_counts is not None
+
+
+def local_folder() -> Path:
+    return ROOT / "results" / "local" / "zoo"
+
+
+def _short_commit() -> str:
+    commit = environment.git_commit()
+    return commit[:7] + ("-dirty" if "+dirty" in commit else "") if re.match(r"[0-9a-f]{7}", commit) else "unknown"
+
+
+def build_sources(source: str, names: list[str], folder: Path) -> dict[str, dict]:
+    """Each net's file and its source's counts (or why the source failed), built once: `sources.json` keeps them."""
+    known_path = folder / "sources.json"
+    known = json.loads(known_path.read_text()) if known_path.exists() else {}
+    nets = SOURCES[source][1]
+    wanted = [name for name in names if name not in known or "error" in known[name]
+              or not Path(known[name]["file"]).exists()]
+    if wanted:
+        done = subprocess.run([interpreter(SOURCES[source][0]), "-m", "frameworks.zoo_sources", source, str(folder),
+                               *(f"{name}={nets[name]}" for name in wanted)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=SOURCE_TIMEOUT_S, env=worker_environment() | import_check.KERAS_QUIET)
+        for line in done.stdout.splitlines():
+            if line.startswith("{"):
+                entry = json.loads(line)
+                known[entry.pop("name")] = entry
+        for name in wanted:
+            known.setdefault(name, {"error": f"{source} stopped (exit {done.returncode}): "
+                                             f"{(done.stderr.strip().splitlines() or ['no output'])[-1][:200]}"})
+        atomic_write_json(known_path, known)
+    return {name: known[name] for name in names}
+
+
+def _import(row: Row, built: dict) -> ModelSpec | None:
+    if "error" in built:
+        row.reason = f"its source could not build it: {built['error']}"
+        return None
+    row.source_counts = (built["parameters"], built["statistics"])
+    try:
+        spec = load_spec_file(built["file"])
+    except SpecError as error:
+        row.reason = str(error).removeprefix(f"{built['file']}: ")
+        return None
+    row.spec_counts = (spec.param_count, spec.statistics_count)
+    return spec
+
+
+def _check(rows: dict[str, Row], files: dict[str, str], frameworks: list[str]) -> None:
+    """`models --check` of every imported file at once; a file its reference cannot compute is taken out with the
+    reason, and the rest checked again."""
+    remaining = dict(files)
+    while remaining:
+        try:
+            proofs = import_check.check(list(remaining.values()), frameworks)
+        except SpecError as error:
+            culprit = next((name for name, path in remaining.items() if str(error).startswith(f"{path}: ")), None)
+            for name in [culprit] if culprit else list(remaining):
+                rows[name].check_reason = str(error).removeprefix(f"{remaining[name]}: ")
+                del remaining[name]
+            continue
+        for name, path in remaining.items():
+            rows[name].check = {agreement.framework: agreement.difference / agreement.scale if agreement.scale
+                                else float("nan") for agreement in proofs[path].agreements}
+        return
+
+
+def _train(rows: dict[str, Row], files: dict[str, str], run: RunFile, frameworks: list[str]) -> None:
+    for name, path in files.items():
+        for framework in frameworks:
+            scenario = Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH, device="cpu")
+            if not run.has_ok(scenario):
+                print(f"zoo: training {name} in {framework}", flush=True)
+                run.add(run_scenario(scenario, timeout=SCENARIO_TIMEOUT_S))
+    accounted = accounting.reaccount(run.data)
+    by_key = {(record["scenario"]["model_file"], record["scenario"]["framework"]): record for record in accounted}
+    errors_of = {(row.model, row.framework): row.error for row in errors.rows({"records": accounted})
+                 if row.phase == "train_step_2" and row.view == "driver" and row.source == "footprint"}
+    for name, path in files.items():
+        for framework in frameworks:
+            record = by_key.get((path, framework))
+            if record:
+                model = record["scenario"]["model"]
+                rows[name].train[framework] = {"status": record["status"],
+                                               "estimate_error": errors_of.get((model, framework))}
+
+
+def run_zoo(out: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
+            train_frameworks: list[str]) -> Path:
+    """Builds, imports, checks and trains every net asked for; writes the table; returns its folder."""
+    out = out or ROOT / "results" / f"zoo-{_short_commit()}"
+    out.mkdir(parents=True, exist_ok=True)
+    rows: dict[str, Row] = {}
+    files: dict[str, str] = {}
+    for source in sources:
+        names = [name for name in SOURCES[source][1] if not only or name in only]
+        if not names:
+            continue
+        folder = local_folder() / source
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, built in build_sources(source, names, folder).items():
+            rows[name] = Row(source, name, SOURCES[source][1][name])
+            if _import(rows[name], built):
+                files[name] = built["file"]
+    print(f"zoo: {len(files)} of {len(rows)} nets imported; checking their outputs", flush=True)
+    _check(rows, files, check_frameworks)
+    if train_frameworks:
+        run = RunFile("zoo", "cpu", out / "zoo-cpu.json")
+        _train(rows, files, run, train_frameworks)
+        run.finish()
+    data = {"schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
+            "machine": environment.machine(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
+                      "error": "the estimate's relative error on the rise of train step 2 (driver's view)"},
+            "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
+                      "difference": "largest absolute output difference over the reference's largest value"},
+            "rows": [asdict(row) for row in rows.values()]}
+    atomic_write_json(out / "zoo.json", data)
+    (out / "zoo.md").write_text(markdown(data))
+    return out

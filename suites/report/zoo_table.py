@@ -1,0 +1,55 @@
+"""The zoo's conformance table as Markdown (results/zoo-<commit>/zoo.md), from its zoo.json."""
+
+from __future__ import annotations
+
+
+def _counts(row: dict) -> str:
+    source, spec = row["source_counts"], row["spec_counts"]
+    if source is None:
+        return "-"
+    if spec is None:
+        return f"{source[0]:,} + {source[1]:,}"
+    same = tuple(spec) == tuple(source)
+    return f"{spec[0]:,} + {spec[1]:,} {'equal' if same else f'DIFFER (source: {source[0]:,} + {source[1]:,})'}"
+
+
+def _check(row: dict, framework: str) -> str:
+    if row["check_reason"]:
+        return "not compared"
+    value = row["check"].get(framework)
+    return "-" if value is None else f"{value:.1e}"
+
+
+def _train(row: dict, framework: str) -> str:
+    found = row["train"].get(framework)
+    if not found:
+        return "-"
+    if found["status"] != "ok":
+        return found["status"]
+    return "no estimate" if found["estimate_error"] is None else f"{found['estimate_error']:+.1%}"
+
+
+def markdown(data: dict) -> str:
+    rows, check, train = data["rows"], data["check"], data["train"]
+    imported = [row for row in rows if row["spec_counts"] is not None]
+    equal = [row for row in imported if tuple(row["spec_counts"]) == tuple(row["source_counts"])]
+    agree = [row for row in imported if row["check"] and all(value <= check["tolerance"]
+                                                             for value in row["check"].values())]
+    lines = [f"# The zoo: public conv nets through the suite ({data['git_commit'][:12]})", "",
+             f"{len(imported)} of {len(rows)} nets import; {len(equal)} with the source's exact counts; "
+             f"{len(agree)} compute the source's outputs within {check['tolerance']:.0e} in "
+             f"{' and '.join(check['frameworks'])}. Written by `python -m suites zoo` on "
+             f"{data['machine']['cpus']} CPUs, {data['written_at']}.", "",
+             "Counts: the imported spec's parameters + statistics, and whether they equal the source's (Keras's "
+             "trainable + non-trainable, torch's parameters + floating-point buffers). Output: " + check["difference"]
+             + ", with the file's weights (`models --check`). Estimate: " + train["error"]
+             + f", batch {train['batch']} on the {train['device']}.", "",
+             "| source | net | input | counts | " + " | ".join(f"output {fw}" for fw in check["frameworks"]) + " | "
+             + " | ".join(f"estimate {fw}" for fw in train["frameworks"]) + " | why not |",
+             "|---|---|---:|---|" + "---:|" * (len(check["frameworks"]) + len(train["frameworks"])) + "---|"]
+    for row in rows:
+        why = (row["reason"] or row["check_reason"] or "").replace("|", "\\|")
+        lines.append(f"| {row['source']} | {row['name']} | {row['size']} | {_counts(row)} | "
+                     + " | ".join(_check(row, fw) for fw in check["frameworks"]) + " | "
+                     + " | ".join(_train(row, fw) for fw in train["frameworks"]) + f" | {why} |")
+    return "\n".join(lines) + "\n"
