@@ -283,8 +283,8 @@ def _zoo(args: argparse.Namespace) -> int:
         raise SpecError(f"unknown source {', '.join(unknown) or '(none)'}; valid: {', '.join(zoo.SOURCES)}")
     if set(nets) - known:
         raise SpecError(f"not a zoo net: {', '.join(sorted(set(nets) - known))} (docs/models.md lists them)")
-    out = zoo.run_zoo(Path(args.out) if args.out else None, sources, nets, args.frameworks,
-                      [] if args.no_train else args.frameworks)
+    out = zoo.run_zoo(Path(args.out) if args.out else None, Path(args.work) if args.work else None, sources, nets,
+                      args.frameworks, [] if args.no_train else args.frameworks)
     print(f"python -m suites zoo: wrote {out / 'zoo.md'}")
     return 0
 
@@ -507,6 +507,8 @@ def parser() -> argparse.ArgumentParser:
                      help="where outputs are checked and a training step is measured (default torch,jax)")
     zoo.add_argument("--no-train", action="store_true", help="import and check only")
     zoo.add_argument("--out", help="the folder (default: results/zoo-<commit>/)")
+    zoo.add_argument("--work", help="where the built model files stay, so a second call rebuilds nothing (default: "
+                                    "results/local/zoo/)")
     zoo.set_defaults(action=_zoo)
 
     versus = commands.add_parser("compare", help="two runs by scenario and phase: exit 1 if a peak grew")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from models.spec import INTERPOLATIONS, LAYER_TYPES, MODEL_INPUT, ModelSpec, Shape, SpecError, same_padding
+from models.spec import INTERPOLATIONS, LAYER_TYPES, MODEL_INPUT, MaxPool2D, ModelSpec, Shape, SpecError, same_padding
 
 if TYPE_CHECKING:
     import numpy as np
@@ -340,21 +340,29 @@ class _Importer:
         fits = pixels <= min(_pair(config.get("pool_size", 2))) // 2  # the spec's pools pad at most half a window
         return fits and (kind == "AveragePooling2D" or kind == "MaxPooling2D" and self.kinds.get(source) in NONNEGATIVE)
 
-    def _same_pool_padding(self, kind: str, source: str, pool: int, stride: int) -> int:
-        """A pool's 'same' as pixels per side: for a max pool when even on every side (Keras leaves the padding out
-        of the max, as the spec does), for an average pool only when it pads nothing (Keras leaves the padding out
-        of the mean too, where the spec's avgpool2d counts zeros)."""
+    def _same_pool_padding(self, kind: str, source: str, pool: int, stride: int) -> tuple[int, bool]:
+        """A pool's 'same' as pixels per side and ceil_mode. A max pool (Keras leaves the padding out of the max, as
+        the spec does): even padding as it is; the odd pixel after (TensorFlow's rule) as the leading pixels plus
+        ceil_mode, whose last window's overhang is the trailing pixel, minus infinity too. An average pool only where
+        it pads nothing (Keras leaves the padding out of the mean too, where the spec's avgpool2d counts zeros)."""
         shape = self.shapes[source]
         if len(shape) != 3:
             raise _Refused(f"needs an image input (H, W, C), got shape {shape}")
-        pads = {*same_padding(shape[0], pool, stride), *same_padding(shape[1], pool, stride)}
-        if kind == "AveragePooling2D" and pads != {0}:
+        sides = {same_padding(shape[0], pool, stride), same_padding(shape[1], pool, stride)}
+        if kind == "AveragePooling2D" and sides != {(0, 0)}:
             raise _Refused("pads 'same' here; Keras leaves the padding out of the mean, the spec's avgpool2d counts "
                            "it as zeros (use padding 'valid', or a ZeroPadding2D before it)")
-        if len(pads) != 1:
-            raise _Refused("pads 'same' unevenly here (the odd pixel after); the spec's max pool pads every side "
-                           "alike")
-        return pads.pop()
+        (before, after), *others = sides
+        if others:
+            raise _Refused("pads height and width differently ('same' on a non-square map); the spec's pools pad "
+                           "both alike")
+        if after == before:
+            return before, False
+        overhang = MaxPool2D(pool=pool, stride=stride, padding=before, ceil_mode=True).overhang(shape)
+        if overhang != (after - before, after - before):
+            raise _Refused(f"pads 'same' unevenly ({before} before, {after} after); the spec's max pool takes at most "
+                           f"one more pixel after than before")
+        return before, True
 
     def _mapped(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
         """The spec layers for one Keras layer; returns the spec name of its output."""
@@ -400,11 +408,12 @@ class _Importer:
         """A max or average pool, with the padding it was owed or its 'same' padding."""
         pool = _square(config["pool_size"], "pool_size")
         stride = _square(config.get("strides") or pool, "strides")
-        padding = owed or 0
+        padding, ceil_mode = owed or 0, False
         if config.get("padding", "valid") == "same":
-            padding = self._same_pool_padding(kind, inputs[0], pool, stride)
-        return self._emit(name, "maxpool2d" if kind == "MaxPooling2D" else "avgpool2d", inputs, pool=pool,
-                          stride=stride, padding=padding)
+            padding, ceil_mode = self._same_pool_padding(kind, inputs[0], pool, stride)
+        if kind == "AveragePooling2D":
+            return self._emit(name, "avgpool2d", inputs, pool=pool, stride=stride, padding=padding)
+        return self._emit(name, "maxpool2d", inputs, pool=pool, stride=stride, padding=padding, ceil_mode=ceil_mode)
 
     def _normalization(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """Batch norm, layer norm or a Normalization layer, each only over the channel (last) axis."""

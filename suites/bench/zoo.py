@@ -42,7 +42,9 @@ KERAS_NETS = {name: LARGER if name in ("InceptionV3", "InceptionResNetV2", "Xcep
     "InceptionV3", "InceptionResNetV2", "MobileNet", "MobileNetV2", "MobileNetV3Small", "MobileNetV3Large",
     "NASNetMobile", "NASNetLarge", "ResNet50", "ResNet101", "ResNet152", "ResNet50V2", "ResNet101V2", "ResNet152V2",
     "VGG16", "VGG19", "Xception")}
-TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in (
+NATIVE = 224  # VGG's and AlexNet's own: their classifier pools the map to 7x7, which at 64 pixels would be 2x2
+TORCHVISION_NETS = {name: {"inception_v3": LARGER, "vgg11": NATIVE, "vgg11_bn": NATIVE, "alexnet": NATIVE}.get(
+    name, SIZE) for name in (
     "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "alexnet", "squeezenet1_1",
     "densenet121", "googlenet", "inception_v3", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
     "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}
@@ -72,10 +74,6 @@ class Row:
         return self.spec_counts is not None
 
 
-def local_folder() -> Path:
-    return ROOT / "results" / "local" / "zoo"
-
-
 def _short_commit() -> str:
     commit = environment.git_commit()
     return commit[:7] + ("-dirty" if "+dirty" in commit else "") if re.match(r"[0-9a-f]{7}", commit) else "unknown"
@@ -86,8 +84,8 @@ def build_sources(source: str, names: list[str], folder: Path) -> dict[str, dict
     known_path = folder / "sources.json"
     known = json.loads(known_path.read_text()) if known_path.exists() else {}
     nets = SOURCES[source][1]
-    wanted = [name for name in names if name not in known or "error" in known[name]
-              or not Path(known[name]["file"]).exists()]
+    wanted = [name for name in names if "error" in known.get(name, {"error": "not built"})
+              or known[name].get("size") != nets[name] or not Path(known[name]["file"]).exists()]
     if wanted:
         done = subprocess.run([interpreter(SOURCES[source][0]), "-m", "frameworks.zoo_sources", source, str(folder),
                                *(f"{name}={nets[name]}" for name in wanted)], cwd=ROOT, capture_output=True, text=True,
@@ -95,7 +93,8 @@ def build_sources(source: str, names: list[str], folder: Path) -> dict[str, dict
         for line in done.stdout.splitlines():
             if line.startswith("{"):
                 entry = json.loads(line)
-                known[entry.pop("name")] = entry
+                name = entry.pop("name")
+                known[name] = entry | {"size": nets[name]}
         for name in wanted:
             known.setdefault(name, {"error": f"{source} stopped (exit {done.returncode}): "
                                              f"{(done.stderr.strip().splitlines() or ['no output'])[-1][:200]}"})
@@ -156,10 +155,12 @@ def _train(rows: dict[str, Row], files: dict[str, str], run: RunFile, frameworks
                                                "estimate_error": errors_of.get((model, framework))}
 
 
-def run_zoo(out: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
+def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
             train_frameworks: list[str]) -> Path:
-    """Builds, imports, checks and trains every net asked for; writes the table; returns its folder."""
+    """Builds (into `work`), imports, checks and trains every net asked for; writes the table; returns its
+    folder."""
     out = out or ROOT / "results" / f"zoo-{_short_commit()}"
+    work = work or ROOT / "results" / "local" / "zoo"
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, Row] = {}
     files: dict[str, str] = {}
@@ -167,7 +168,7 @@ def run_zoo(out: Path | None, sources: list[str], only: list[str], check_framewo
         names = [name for name in SOURCES[source][1] if not only or name in only]
         if not names:
             continue
-        folder = local_folder() / source
+        folder = work / source
         folder.mkdir(parents=True, exist_ok=True)
         for name, built in build_sources(source, names, folder).items():
             rows[name] = Row(source, name, SOURCES[source][1][name])

@@ -1,0 +1,31 @@
+"""`python -m suites zoo`: a net of the zoo built in its source, imported, checked and written as a row; the zoo
+itself is a published command (make zoo), not a test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import run_cli
+
+
+def test_a_keras_net_is_built_imported_and_checked_into_the_table(tmp_path: Path) -> None:
+    """MobileNetV3Small, as keras.applications builds it (hard swish, squeeze-and-excite, its preprocessing): Keras's
+    exact counts, and with Keras's own weights torch gives Keras's outputs."""
+    done = run_cli("zoo", "--sources", "keras", "--nets", "MobileNetV3Small", "--frameworks", "torch", "--no-train",
+                   "--out", str(tmp_path / "table"), "--work", str(tmp_path / "built"), timeout=900)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "table" / "zoo.json").read_text())
+    assert data["kind"] == "footprint-zoo" and data["schema_version"] == 1
+    (row,) = data["rows"]
+    assert row["name"] == "MobileNetV3Small" and row["reason"] is None and row["check_reason"] is None
+    assert row["spec_counts"] == row["source_counts"] and row["source_counts"][1] == 12_112
+    assert 0 <= row["check"]["torch"] <= data["check"]["tolerance"] and row["train"] == {}
+    assert "| keras | MobileNetV3Small | 64 |" in (tmp_path / "table" / "zoo.md").read_text()
+
+
+def test_a_net_not_in_the_zoo_is_one_line() -> None:
+    done = run_cli("zoo", "--nets", "resnet18,lenet")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == ["python -m suites: error: not a zoo net: lenet (docs/models.md lists "
+                                                "them)"]
