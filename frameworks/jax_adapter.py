@@ -387,11 +387,16 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
         pad = ((0, 0), (layer.padding, layer.padding + below), (layer.padding, layer.padding + right), (0, 0))
         return jax.lax.reduce_window(x, -numpy.inf, jax.lax.max, (1, layer.pool, layer.pool, 1),
                                      (1, layer.step, layer.step, 1), pad), None
-    if isinstance(layer, AvgPool2D):  # padded with zeros that count in the mean (torch's count_include_pad)
-        pad = ((0, 0), (layer.padding,) * 2, (layer.padding,) * 2, (0, 0))
-        total = jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, layer.pool, layer.pool, 1),
-                                      (1, layer.step, layer.step, 1), pad)
-        return total / layer.pool**2, None
+    if isinstance(layer, AvgPool2D):  # padded with zeros, which count in the mean or not; an overhang never counts
+        below, right = layer.overhang(x.shape[1:])
+        pad = ((0, 0), (layer.padding, layer.padding + below), (layer.padding, layer.padding + right), (0, 0))
+
+        def window_sum(values: jax.Array) -> jax.Array:
+            return jax.lax.reduce_window(values, 0.0, jax.lax.add, (1, layer.pool, layer.pool, 1),
+                                         (1, layer.step, layer.step, 1), pad)
+
+        inside = window_sum(numpy.ones((1, *x.shape[1:3], 1), x.dtype))  # a constant: each window's pixels inside
+        return window_sum(x) / (layer.pool**2 if layer.count_include_pad else inside), None
     if isinstance(layer, Dropout) and training and layer.rate:  # per example: one draw broadcast over its values
         shape = (x.shape[0], *(1,) * (x.ndim - 1)) if layer.per_example else x.shape
         keep = jax.random.bernoulli(key, 1 - layer.rate, shape)

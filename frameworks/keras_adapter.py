@@ -56,10 +56,12 @@ from models.spec import (
     ReLU6,
     Rescale,
     Reshape,
+    Shape,
     Sigmoid,
     SiLU,
     Upsample2D,
     ZeroPad2D,
+    same_padding,
 )
 
 if TYPE_CHECKING:
@@ -258,9 +260,8 @@ class KerasAdapter(Adapter):
         if isinstance(layer, BatchNorm):  # Keras's momentum is the old statistic's weight, the spec's the new one's
             return [keras.layers.BatchNormalization(axis=-1, momentum=1.0 - layer.momentum, epsilon=layer.epsilon,
                                                     **dtype)]
-        if isinstance(layer, AvgPool2D):  # torch's padding counts in the mean: zeros, then a valid pool
-            pad = [keras.layers.ZeroPadding2D(layer.padding, **dtype)] if layer.padding else []
-            return [*pad, keras.layers.AveragePooling2D(layer.pool, layer.step, "valid", **dtype)]
+        if isinstance(layer, AvgPool2D):
+            return _average_pool(layer, step.input_shape, dtype)
         # one draw per example: Keras's noise_shape, the batch's axis left to the input
         noise = (None, *(1,) * len(step.input_shape)) if isinstance(layer, Dropout) and layer.per_example else None
         simple = {
@@ -522,6 +523,46 @@ def _minus_infinity_padding() -> type:
 
 
 @functools.cache
+def _inside_average_pooling() -> type:
+    """The average pool that leaves its padding out of the mean, where Keras's 'same' is not its padding."""
+
+    class InsideAveragePooling(keras.layers.Layer):
+        """The mean over each window's pixels inside the image: the padding and overhang left out of it."""
+
+        def __init__(self, pool: int, step: int, sides: tuple[tuple[int, int], tuple[int, int]],
+                     **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.pool, self.step, self.sides = pool, step, sides
+
+        def _window_mean(self, values: object) -> object:
+            padded = keras.ops.pad(values, ((0, 0), *self.sides, (0, 0)))
+            return keras.ops.average_pool(padded, self.pool, self.step, "valid")
+
+        def call(self, inputs: object) -> object:  # each window's share of pixels inside, from ones: a constant
+            return self._window_mean(inputs) / self._window_mean(keras.ops.ones_like(inputs[:1, :, :, :1]))
+
+        def compute_output_shape(self, shape: tuple) -> tuple:
+            sizes = tuple(None if size is None else (size + sum(pad) - self.pool) // self.step + 1
+                          for size, pad in zip(shape[1:3], self.sides, strict=True))
+            return (shape[0], *sizes, shape[3])
+
+    return InsideAveragePooling
+
+
+def _average_pool(layer: AvgPool2D, shape: Shape, dtype: dict) -> list:
+    """Padding that counts in the mean: zeros, then a valid pool. Padding left out of it: Keras's own 'same' where
+    that is the layer's padding (the odd pixel after: ceil_mode's overhang), else the mean over the pixels inside."""
+    if layer.count_include_pad:
+        pad = [keras.layers.ZeroPadding2D(layer.padding, **dtype)] if layer.padding else []
+        return [*pad, keras.layers.AveragePooling2D(layer.pool, layer.step, "valid", **dtype)]
+    below, right = layer.overhang(shape)
+    sides = ((layer.padding, layer.padding + below), (layer.padding, layer.padding + right))
+    if sides == tuple(same_padding(size, layer.pool, layer.step) for size in shape[:2]):
+        return [keras.layers.AveragePooling2D(layer.pool, layer.step, "same", **dtype)]
+    return [_classes().InsideAveragePooling(layer.pool, layer.step, sides, **dtype)]
+
+
+@functools.cache
 def _recomputed() -> type:
     """The recomputed-run layer, defined once Keras is imported."""
 
@@ -579,4 +620,5 @@ def _recomputed() -> type:
 @functools.cache
 def _classes() -> SimpleNamespace:
     """The adapter's own Keras layers, defined once Keras is imported."""
-    return SimpleNamespace(MinusInfinityPadding=_minus_infinity_padding(), Recomputed=_recomputed())
+    return SimpleNamespace(MinusInfinityPadding=_minus_infinity_padding(), Recomputed=_recomputed(),
+                           InsideAveragePooling=_inside_average_pooling())

@@ -288,7 +288,8 @@ class TorchAdapter(Adapter):
             return nn.Linear(step.input_shape[0], layer.units, bias=layer.bias, device=self.device)
         simple = {
             MaxPool2D: lambda: nn.MaxPool2d(layer.pool, layer.step, layer.padding, ceil_mode=layer.ceil_mode),
-            AvgPool2D: lambda: nn.AvgPool2d(layer.pool, layer.step, layer.padding, count_include_pad=True),
+            AvgPool2D: lambda: nn.AvgPool2d(layer.pool, layer.step, layer.padding, layer.ceil_mode,
+                                            layer.count_include_pad),
             GlobalAvgPool: lambda: _global_avg_pool(layer.keepdims),
             Dropout: lambda: _dropout(layer.rate, layer.per_example),
             Flatten: nn.Flatten,

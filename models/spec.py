@@ -159,11 +159,14 @@ class Conv2D(_OneInput):
 @dataclass(frozen=True)
 class _Pool2D(_OneInput):
     """A pooling window over an image: `pool` pixels square, moved by `stride` (0: by `pool`), with `padding` pixels
-    per side; each subclass names its `kind` and what its padding counts as."""
+    per side; each subclass names its `kind` and what its padding counts as. `ceil_mode` (torch's, ONNX's) rounds
+    the output size up: a last window that starts inside the input (or its leading padding) hangs over its far edge
+    (`overhang`), where the missing pixels count as the padding does, or not at all."""
 
     pool: int = 2
     stride: int = 0  # 0 means "same as pool", Keras's and torch's default
     padding: int = 0
+    ceil_mode: bool = False
     kind: ClassVar[str]
 
     def __post_init__(self) -> None:
@@ -173,27 +176,11 @@ class _Pool2D(_OneInput):
         padding = self.padding
         if isinstance(padding, bool) or not isinstance(padding, int) or not 0 <= padding <= self.pool // 2:
             raise SpecError(f"{self.kind}.padding must be pixels from 0 to half the pool, got {self.padding!r}")
+        _flag(self.ceil_mode, f"{self.kind}.ceil_mode")
 
     @property
     def step(self) -> int:
         return self.stride or self.pool
-
-    def output_shape(self, shape: Shape) -> Shape:
-        return (*_window_output(shape, self.kind, self.pool, self.step, self.padding), shape[2])
-
-
-@dataclass(frozen=True)
-class MaxPool2D(_Pool2D):
-    """`padding` pixels per side count as minus infinity (torch's rule): they never win the max. `ceil_mode`
-    (torch's, ONNX's) rounds the output size up: a last window that starts inside the input (or its leading padding)
-    hangs over its far edge, where the missing pixels are minus infinity too (`overhang`)."""
-
-    ceil_mode: bool = False
-    kind: ClassVar[str] = "maxpool2d"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _flag(self.ceil_mode, "maxpool2d.ceil_mode")
 
     def _size(self, size: int) -> int:
         out = conv_output_size(size, self.pool, self.step, self.padding)
@@ -209,16 +196,33 @@ class MaxPool2D(_Pool2D):
 
     def output_shape(self, shape: Shape) -> Shape:
         h, w, channels = _image(shape, self.kind)
-        super().output_shape(shape)  # the floor's own check: the window fits the input
+        _window_output(shape, self.kind, self.pool, self.step, self.padding)  # the floor's own check: it fits
         return (self._size(h), self._size(w), channels)
+
+
+@dataclass(frozen=True)
+class MaxPool2D(_Pool2D):
+    """`padding` pixels per side, and a ceil_mode window's overhang, count as minus infinity (torch's rule): they
+    never win the max."""
+
+    kind: ClassVar[str] = "maxpool2d"
 
 
 @dataclass(frozen=True)
 class AvgPool2D(_Pool2D):
     """`padding` pixels per side are zeros that count in the mean (torch's count_include_pad, Keras's ZeroPadding2D
-    before the pool)."""
+    before the pool), or with `count_include_pad` false are left out of it, as a ceil_mode window's overhang always
+    is (torch's count_include_pad=False; Keras's 'same', whose odd pixel after is that overhang)."""
 
+    count_include_pad: bool = True
     kind: ClassVar[str] = "avgpool2d"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _flag(self.count_include_pad, "avgpool2d.count_include_pad")
+        if self.ceil_mode and self.count_include_pad:
+            raise SpecError("avgpool2d.ceil_mode needs count_include_pad false (with it, torch divides a last window "
+                            "by its size clipped to the padded input: a third rule the spec does not have)")
 
 
 @dataclass(frozen=True)

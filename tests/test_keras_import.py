@@ -119,7 +119,10 @@ c = layers.Dense(6, activation="swish", name="pixelwise")(a)
 c = layers.Conv2D(6, 1, activation="hard_sigmoid", name="hard")(layers.Activation("hard_swish", name="hswish")(c))
 g = layers.GlobalAveragePooling2D(keepdims=True, name="gap")(layers.Multiply(name="gate")([b, c]))
 d = layers.MaxPooling2D(3, strides=2, padding="same", name="max_uneven")(c)  # 6x6 to 3x3, 1 pixel after
-g = layers.Add(name="both")([g, layers.GlobalAveragePooling2D(keepdims=True, name="gap_uneven")(d)])
+e = layers.AveragePooling2D(3, strides=2, padding="same", name="avg_uneven")(c)  # the same, left out of the mean
+e = layers.AveragePooling2D(3, strides=1, padding="same", name="avg_inside")(e)  # NASNet's, Inception's
+g = layers.Add(name="both")([g, layers.GlobalAveragePooling2D(keepdims=True, name="gap_uneven")(
+    layers.Add(name="pools")([d, e]))])
 g = layers.Dropout(0.3, noise_shape=(None, 1), name="drop")(layers.Reshape((-1,), name="flat")(g))
 net = saved(keras.Model(x_in, layers.Dense(3, activation="sigmoid", name="out")(g), name="assorted"), "assorted")
 reference(net, "assorted", rng.standard_normal((2, 12, 12, 4)).astype("float32"), "mse")
@@ -127,7 +130,6 @@ reference(net, "assorted", rng.standard_normal((2, 12, 12, 4)).astype("float32")
 refused = {
     "lstm": [keras.Input((5, 4)), layers.LSTM(3, name="lstm"), layers.Dense(1)],
     "softmax": [keras.Input((4,)), layers.Dense(3, activation="softmax", name="gate"), layers.Dense(2)],
-    "avg_same": [keras.Input((8, 8, 1)), layers.AveragePooling2D(3, strides=1, padding="same", name="avg")],
     "max_same": [keras.Input((7, 8, 1)), layers.MaxPooling2D(2, padding="same", name="max")],  # H, W pad unlike
     "rescale": [keras.Input((4, 4, 3)), layers.Rescaling([0.5, 0.25, 1.0], name="per_channel")],
     "noise": [keras.Input((4, 4, 2)), layers.Dropout(0.5, noise_shape=(None, 1, 1, 2), name="channels")],
@@ -262,6 +264,10 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
     assert layers["max_same"]["padding"] == 1 and layers["max_same"]["stride"] == 1
     assert layers["avg"]["padding"] == 1 and "padding" not in layers["avg_same"]  # 'same' that pads nothing
     assert layers["max_uneven"] == {"type": "maxpool2d", "pool": 3, "stride": 2, "ceil_mode": True}  # 0 + 1 after
+    assert layers["avg_uneven"] == {"type": "avgpool2d", "pool": 3, "stride": 2, "ceil_mode": True,
+                                    "count_include_pad": False}
+    assert layers["avg_inside"] == {"type": "avgpool2d", "pool": 3, "stride": 1, "padding": 1,
+                                    "count_include_pad": False}
     assert layers["up"]["interpolation"] == "bilinear" and layers["hard/hard_sigmoid"] == {"type": "hard_sigmoid"}
     assert layers["hswish"] == {"type": "hard_swish"} and layers["gate_relu6"] == {"type": "relu6"}
     assert _readers(built[0] / "assorted.keras", "gate_conv", 3) == KERAS_HARD_SIGMOID
@@ -329,7 +335,7 @@ def test_canonical_weights_name_what_is_missing_or_misshapen(built: tuple[Path, 
 
 @pytest.mark.parametrize(("name", "layer"), [
     ("lstm", "'lstm' (LSTM)"), ("attention", "'attention' (MultiHeadAttention)"), ("softmax", "'gate' (Dense)"),
-    ("avg_same", "'avg' (AveragePooling2D)"), ("max_same", "'max' (MaxPooling2D)"),
+    ("max_same", "'max' (MaxPooling2D)"),
     ("rescale", "'per_channel' (Rescaling)"),
     ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)"), ("ops", "'multiply' (Multiply)")])
 def test_refused_in_one_line(built: tuple[Path, dict], name: str, layer: str) -> None:

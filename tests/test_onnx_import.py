@@ -81,10 +81,11 @@ def residual_net() -> tuple[onnx.ModelProto, str]:
 
 def newer_net() -> tuple[onnx.ModelProto, str]:
     """The newer kinds: an uneven Pad folded before a conv, clip (relu6), a squeeze-and-excite block (reshapes,
-    sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, a padded average pool, a
-    max pool rounding up (ceil_mode), a depthwise conv, HardSwish, x * HardSigmoid(x) (torch's Hardswish before
-    opset 14) and HardSigmoid as torch exports it (alpha 1/6), layer norm over channels (between transposes) and
-    over features, gelu, the flatten of a real map into a MatMul + Add, dropout, and a softmax at the output.
+    sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, padded average pools
+    (counting the padding, and not), a max pool rounding up (ceil_mode), a depthwise conv, HardSwish, x *
+    HardSigmoid(x) (torch's Hardswish before opset 14) and HardSigmoid as torch exports it (alpha 1/6), layer norm
+    over channels (between transposes) and over features, gelu, the flatten of a real map into a MatMul + Add,
+    dropout, and a softmax at the output.
     Returns the model and its pre-softmax scores' name."""
     net = _Net(3, 8)
     x = net.node("Pad", ["image", net.constant("pads", [0, 0, 0, 1, 0, 0, 1, 0])], "pad")  # top 0 left 1 bottom 1
@@ -107,6 +108,7 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     x = net.node("Transpose", [x], "to_first", perm=[0, 3, 1, 2])
     x = net.node("Resize", [x, "", net.constant("again", [1, 1, 2, 2], np.float32)], "smooth", mode="linear")  # 8
     x = net.node("Mul", [x, net.node("HardSigmoid", [x], "hswish_gate", alpha=1 / 6)], "hswish13")
+    x = net.node("AveragePool", [x], "inside", kernel_shape=[3, 3], pads=[1, 1, 1, 1])  # padding not counted
     x = net.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 4, rounded up: a real
     # map to flatten, its last window one pixel over the edge
     x = net.node("Flatten", [net.node("HardSigmoid", [x], "hsigmoid", alpha=1 / 6, beta=0.5)], "flat")
@@ -262,8 +264,9 @@ REFUSED = {
                      "alpha 1/6"),
     "uneven_max": (lambda: _one_node("MaxPool", "pool", [], [], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
                    "node 'pool' (MaxPool) pads (0, 1, 0, 1)"),
-    "uncounted": (lambda: _one_node("AveragePool", "avg", [], [], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-                  "node 'avg' (AveragePool) pads without counting the padding"),
+    "uncounted": (lambda: _one_node("AveragePool", "avg", [], [], kernel_shape=[3, 3], pads=[0, 0, 1, 1]),
+                  "node 'avg' (AveragePool) pads (0, 1, 0, 1) (top, bottom, left, right), not the same on every side, "
+                  "and the padding never counts"),
     "dilated": (lambda: _one_node("Conv", "atrous", ["W"], [numpy_helper.from_array(np.zeros((2, 2, 3, 3),
                                                                                            np.float32), "W")],
                                   dilations=[2, 2]), "node 'atrous' (Conv) is dilated"),

@@ -34,7 +34,7 @@ def _padding(layer: LayerShapes, rules: Rules) -> tuple[tuple[int, int], tuple[i
         (top, bottom), (left, right) = (same_padding(size, op.kernel, op.stride) for size in layer.input_shape[:2])
         return ((top, bottom), (left, right)) if (top, left) != (bottom, right) else None
     pixels = op.padding if isinstance(op, (Conv2D, MaxPool2D, AvgPool2D)) and not isinstance(op.padding, str) else 0
-    below, right = op.overhang(layer.input_shape) if isinstance(op, MaxPool2D) else (0, 0)
+    below, right = op.overhang(layer.input_shape) if isinstance(op, (MaxPool2D, AvgPool2D)) else (0, 0)
     return ((pixels, pixels + below), (pixels, pixels + right)) if rules.pixel_padding and (pixels or below or right) \
         else None
 

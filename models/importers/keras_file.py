@@ -340,19 +340,15 @@ class _Importer:
         fits = pixels <= min(_pair(config.get("pool_size", 2))) // 2  # the spec's pools pad at most half a window
         return fits and (kind == "AveragePooling2D" or kind == "MaxPooling2D" and self.kinds.get(source) in NONNEGATIVE)
 
-    def _same_pool_padding(self, kind: str, source: str, pool: int, stride: int) -> tuple[int, bool]:
-        """A pool's 'same' as pixels per side and ceil_mode. A max pool (Keras leaves the padding out of the max, as
-        the spec does): even padding as it is; the odd pixel after (TensorFlow's rule) as the leading pixels plus
-        ceil_mode, whose last window's overhang is the trailing pixel, minus infinity too. An average pool only where
-        it pads nothing (Keras leaves the padding out of the mean too, where the spec's avgpool2d counts zeros)."""
+    def _same_pool_padding(self, source: str, pool: int, stride: int) -> tuple[int, bool]:
+        """A pool's 'same' as pixels per side and ceil_mode: Keras leaves the padding out of the max and out of the
+        mean, and so does the spec (a max pool's padding is minus infinity; an average pool's is left out); the odd
+        pixel after (TensorFlow's rule) is the leading pixels plus ceil_mode, whose last window's overhang is the
+        trailing pixel, left out alike."""
         shape = self.shapes[source]
         if len(shape) != 3:
             raise _Refused(f"needs an image input (H, W, C), got shape {shape}")
-        sides = {same_padding(shape[0], pool, stride), same_padding(shape[1], pool, stride)}
-        if kind == "AveragePooling2D" and sides != {(0, 0)}:
-            raise _Refused("pads 'same' here; Keras leaves the padding out of the mean, the spec's avgpool2d counts "
-                           "it as zeros (use padding 'valid', or a ZeroPadding2D before it)")
-        (before, after), *others = sides
+        (before, after), *others = {same_padding(shape[0], pool, stride), same_padding(shape[1], pool, stride)}
         if others:
             raise _Refused("pads height and width differently ('same' on a non-square map); the spec's pools pad "
                            "both alike")
@@ -360,7 +356,7 @@ class _Importer:
             return before, False
         overhang = MaxPool2D(pool=pool, stride=stride, padding=before, ceil_mode=True).overhang(shape)
         if overhang != (after - before, after - before):
-            raise _Refused(f"pads 'same' unevenly ({before} before, {after} after); the spec's max pool takes at most "
+            raise _Refused(f"pads 'same' unevenly ({before} before, {after} after); the spec's pools take at most "
                            f"one more pixel after than before")
         return before, True
 
@@ -408,12 +404,14 @@ class _Importer:
         """A max or average pool, with the padding it was owed or its 'same' padding."""
         pool = _square(config["pool_size"], "pool_size")
         stride = _square(config.get("strides") or pool, "strides")
-        padding, ceil_mode = owed or 0, False
-        if config.get("padding", "valid") == "same":
-            padding, ceil_mode = self._same_pool_padding(kind, inputs[0], pool, stride)
-        if kind == "AveragePooling2D":
-            return self._emit(name, "avgpool2d", inputs, pool=pool, stride=stride, padding=padding)
-        return self._emit(name, "maxpool2d", inputs, pool=pool, stride=stride, padding=padding, ceil_mode=ceil_mode)
+        same = config.get("padding", "valid") == "same"
+        padding, ceil_mode = self._same_pool_padding(inputs[0], pool, stride) if same else (owed or 0, False)
+        if kind == "MaxPooling2D":
+            return self._emit(name, "maxpool2d", inputs, pool=pool, stride=stride, padding=padding,
+                              ceil_mode=ceil_mode)
+        left_out = {"count_include_pad": False} if same and (padding or ceil_mode) else {}  # a ZeroPadding2D's count
+        return self._emit(name, "avgpool2d", inputs, pool=pool, stride=stride, padding=padding, ceil_mode=ceil_mode,
+                          **left_out)
 
     def _normalization(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """Batch norm, layer norm or a Normalization layer, each only over the channel (last) axis."""

@@ -603,29 +603,25 @@ class _Importer:
         pool = _square(list(attributes["kernel_shape"]), "kernel_shape")
         stride = _square(list(attributes.get("strides", [1, 1])), "strides")
         pads = self._pads(attributes, image, pool, stride)
-        ceil_mode = bool(attributes.get("ceil_mode"))
-        if ceil_mode and node.op_type == "AveragePool" and \
-                any(MaxPool2D(pool, stride, min(pads), ceil_mode=True).overhang(image)):
-            raise _Refused("rounds up (ceil_mode) to a window past the input; the spec's average pool does not")
-        source, padding = value.spec, 0
-        if node.op_type == "MaxPool":
-            if len(set(pads)) != 1:
-                raise _Refused(f"pads {pads} (top, bottom, left, right), not the same on every side (the spec's "
-                               f"max pool pads symmetrically)")
-            padding = pads[0]
-        elif any(pads):
-            if not attributes.get("count_include_pad"):
-                raise _Refused("pads without counting the padding (count_include_pad=0); the spec's avgpool2d "
-                               "counts its zeros")
-            least = min(pads)
-            if len(set(pads)) != 1:  # zeros counted either way: the difference as a zeropad2d before
-                top, bottom, left, right = (pad - least for pad in pads)
-                source = self._emit(f"{label}_pad", "zeropad2d", [source], top=top, bottom=bottom, left=left,
-                                    right=right)
-            padding = least
-        rounding = {"ceil_mode": True} if ceil_mode and node.op_type == "MaxPool" else {}
+        counted = bool(attributes.get("count_include_pad")) and node.op_type == "AveragePool"
+        ceil_mode = bool(attributes.get("ceil_mode")) and any(MaxPool2D(pool, stride, min(pads), ceil_mode=True)
+                                                              .overhang(image))  # a rounding up that adds a window
+        if ceil_mode and counted:
+            raise _Refused("rounds up (ceil_mode) and counts the padding (count_include_pad=1); the spec's average "
+                           "pool in ceil_mode leaves the padding out of the mean")
+        source, padding = value.spec, pads[0]
+        if len(set(pads)) != 1:
+            if not counted:
+                raise _Refused(f"pads {pads} (top, bottom, left, right), not the same on every side, and the "
+                               f"padding never counts (the spec's pools pad symmetrically)")
+            padding = min(pads)  # zeros counted either way: the difference as a zeropad2d before
+            top, bottom, left, right = (pad - padding for pad in pads)
+            source = self._emit(f"{label}_pad", "zeropad2d", [source], top=top, bottom=bottom, left=left, right=right)
+        options = {"ceil_mode": True} if ceil_mode else {}
+        if node.op_type == "AveragePool" and not counted and (padding or ceil_mode):
+            options["count_include_pad"] = False  # ONNX's default: the padding, and any overhang, left out
         kind = "maxpool2d" if node.op_type == "MaxPool" else "avgpool2d"
-        self._set(node, self._emit(label, kind, [source], pool=pool, stride=stride, padding=padding, **rounding), FIRST)
+        self._set(node, self._emit(label, kind, [source], pool=pool, stride=stride, padding=padding, **options), FIRST)
 
     def _flatten(self, node: onnx.NodeProto, label: str) -> None:
         value = self._value(node, 0)
