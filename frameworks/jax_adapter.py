@@ -184,9 +184,9 @@ class JaxAdapter(Adapter):
                 weights["kernel"] = jax.random.uniform(key, step.params["kernel"], minval=-bound, maxval=bound)
             if "bias" in step.params:
                 weights["bias"] = jax.numpy.zeros(step.params["bias"])
-            if "scale" in step.params:  # batch and layer norm start at scale 1, offset 0 everywhere
-                weights |= {"scale": jax.numpy.ones(step.params["scale"]),
-                            "offset": jax.numpy.zeros(step.params["offset"])}
+            if isinstance(step.layer, (BatchNorm, LayerNorm)):  # start at scale 1, offset 0 everywhere
+                weights |= {name: (jax.numpy.ones if name == "scale" else jax.numpy.zeros)(shape)
+                            for name, shape in step.params.items()}
             self.params.append(weights)
             # ... batch norm and normalize at mean 0, variance 1 (and normalize's count at 0)
             self.state.append({name: (jax.numpy.ones if name == "variance" else jax.numpy.zeros)(shape)
@@ -365,7 +365,7 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
     """One spec layer on channels-last arrays; batch norm also returns its running statistics (None otherwise)."""
     x, numpy = inputs[0], jax.numpy
     if isinstance(layer, Conv2D):
-        padding = layer.padding.upper() if isinstance(layer.padding, str) else [(layer.padding,) * 2] * 2
+        padding = layer.padding.upper() if layer.pixels is None else [(pixels, pixels) for pixels in layer.pixels]
         x = jax.lax.conv_general_dilated(x, params["kernel"], (layer.stride,) * 2, padding,
                                          dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=layer.groups)
         x = x + params["bias"] if "bias" in params else x
@@ -378,7 +378,9 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
                           for name, batch in (("mean", mean), ("variance", variance))}
         else:
             mean, variance, statistics = state["mean"], state["variance"], None
-        return (x - mean) * jax.lax.rsqrt(variance + layer.epsilon) * params["scale"] + params["offset"], statistics
+        normalized = (x - mean) * jax.lax.rsqrt(variance + layer.epsilon)
+        normalized = normalized * params["scale"] if layer.scale else normalized
+        return (normalized + params["offset"] if layer.center else normalized), statistics
     if isinstance(layer, Dense):
         x = x @ params["kernel"]
         return (x + params["bias"] if "bias" in params else x), None

@@ -240,14 +240,14 @@ class KerasAdapter(Adapter):
             # depthwise kernel (k, k, C, 1) as if it read every channel
             init = keras.initializers.RandomUniform(-init_bound(step), init_bound(step), seed=0)
             options = {"use_bias": layer.bias, "bias_initializer": "zeros", **dtype}
-            explicit = not isinstance(layer.padding, str)  # torch's pixels per side: zeros, then a valid conv
-            padding = "valid" if explicit else layer.padding
-            pad = [keras.layers.ZeroPadding2D(layer.padding, **dtype)] if explicit and layer.padding else []
+            # torch's pixels per side: zeros, then a valid conv
+            padding = layer.padding if layer.pixels is None else "valid"
+            pad = [keras.layers.ZeroPadding2D(layer.pixels, **dtype)] if layer.pixels and any(layer.pixels) else []
             if _depthwise(step):
-                return [*pad, keras.layers.DepthwiseConv2D(layer.kernel, layer.stride, padding,
+                return [*pad, keras.layers.DepthwiseConv2D(layer.kernel_size, layer.stride, padding,
                                                            depthwise_initializer=init, **options)]
-            return [*pad, keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, padding, groups=layer.groups,
-                                              kernel_initializer=init, **options)]
+            return [*pad, keras.layers.Conv2D(layer.filters, layer.kernel_size, layer.stride, padding,
+                                              groups=layer.groups, kernel_initializer=init, **options)]
         if isinstance(layer, Dense):
             init = keras.initializers.RandomUniform(-init_bound(step), init_bound(step), seed=0)
             return [keras.layers.Dense(layer.units, use_bias=layer.bias, kernel_initializer=init,
@@ -259,7 +259,7 @@ class KerasAdapter(Adapter):
             return [*pad, keras.layers.MaxPooling2D(layer.pool, layer.step, "valid", **dtype)]
         if isinstance(layer, BatchNorm):  # Keras's momentum is the old statistic's weight, the spec's the new one's
             return [keras.layers.BatchNormalization(axis=-1, momentum=1.0 - layer.momentum, epsilon=layer.epsilon,
-                                                    **dtype)]
+                                                    scale=layer.scale, center=layer.center, **dtype)]
         if isinstance(layer, AvgPool2D):
             return _average_pool(layer, step.input_shape, dtype)
         # one draw per example: Keras's noise_shape, the batch's axis left to the input

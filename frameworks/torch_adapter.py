@@ -43,7 +43,6 @@ from models.spec import (
     SiLU,
     Upsample2D,
     ZeroPad2D,
-    same_padding,
 )
 
 if TYPE_CHECKING:
@@ -270,20 +269,22 @@ class TorchAdapter(Adapter):
         """One spec layer as torch modules (a conv with uneven 'same' padding is a ZeroPad2d and the conv)."""
         nn, layer = torch.nn, step.layer
         if isinstance(layer, Conv2D):
-            padding: tuple[int, int] | int = layer.padding if isinstance(layer.padding, int) else (0, 0)
-            conv = nn.Conv2d(step.input_shape[2], layer.filters, layer.kernel, layer.stride, 0, bias=layer.bias,
-                             groups=layer.groups, device=self.device)
+            conv = nn.Conv2d(step.input_shape[2], layer.filters, layer.kernel_size, layer.stride, 0,
+                             bias=layer.bias, groups=layer.groups, device=self.device)
+            conv.padding = layer.pixels or (0, 0)
             if layer.padding == "same":
-                (top, bottom), (left, right) = (same_padding(size, layer.kernel, layer.stride)
-                                                for size in step.input_shape[:2])
+                (top, bottom), (left, right) = layer.same_sides(step.input_shape)
                 if (top, left) != (bottom, right):
                     return nn.Sequential(nn.ZeroPad2d((left, right, top, bottom)), conv)
-                padding = (top, left)
-            conv.padding = padding if isinstance(padding, tuple) else (padding, padding)
+                conv.padding = (top, left)
             return conv
         if isinstance(layer, BatchNorm):
             norm = nn.BatchNorm2d if len(step.input_shape) == 3 else nn.BatchNorm1d
-            return norm(step.input_shape[-1], eps=layer.epsilon, momentum=layer.momentum, device=self.device)
+            module = norm(step.input_shape[-1], eps=layer.epsilon, momentum=layer.momentum, device=self.device)
+            for learned, attribute in ((layer.scale, "weight"), (layer.center, "bias")):
+                if not learned:  # F.batch_norm takes a missing weight as 1, a missing bias as 0
+                    module.register_parameter(attribute, None)
+            return module
         if isinstance(layer, Dense):
             return nn.Linear(step.input_shape[0], layer.units, bias=layer.bias, device=self.device)
         simple = {

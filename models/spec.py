@@ -87,9 +87,26 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
-def _window_output(shape: Shape, kind: str, kernel: int, stride: int, padding: str | int) -> tuple[int, int]:
+def _per_axis(value: int | str | tuple[int, int]) -> tuple:
+    """A size or padding for height and width: one value for both, or (height's, width's)."""
+    return value if isinstance(value, tuple) else (value, value)
+
+
+def _axes_size(value: object, what: str, least: int) -> int | tuple[int, int]:
+    """One integer of at least `least` for both axes, or [height, width] (two equal values are one)."""
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        height, width = (_axes_size(each, what, least) for each in value)
+        return height if height == width else (height, width)  # type: ignore[return-value]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise SpecError(f"{what} must be an integer >= {least}, or [height, width] of them, got {_shown(value)}")
+    return _at_most(value, what)
+
+
+def _window_output(shape: Shape, kind: str, kernel: int | tuple[int, int], stride: int,
+                   padding: str | int | tuple[int, int]) -> tuple[int, int]:
     h, w, _ = _image(shape, kind)
-    out = tuple(conv_output_size(s, kernel, stride, padding) for s in (h, w))
+    out = tuple(conv_output_size(s, k, stride, p) for s, k, p in zip((h, w), _per_axis(kernel), _per_axis(padding),
+                                                                       strict=True))
     if min(out) <= 0:
         raise SpecError(f"{kind} with window {kernel} does not fit input {shape}")
     return out  # type: ignore[return-value]
@@ -116,32 +133,48 @@ class _SameShape(_OneInput):
 
 @dataclass(frozen=True)
 class Conv2D(_OneInput):
-    """`groups` splits the channels (depthwise when it equals them); `padding` is 'same', 'valid' or pixels per side."""
+    """`groups` splits the channels (depthwise when it equals them); `padding` is 'same', 'valid' or pixels per side.
+    A kernel, and pixels of padding, may differ between height and width: [height, width] (Inception's 1x7)."""
 
     filters: int
-    kernel: int = 3
+    kernel: int | tuple[int, int] = 3
     stride: int = 1
-    padding: str | int = "same"
+    padding: str | int | tuple[int, int] = "same"
     bias: bool = True
     groups: int = 1
     kind: ClassVar[str] = "conv2d"
 
     def __post_init__(self) -> None:
         _positive(self.filters, "conv2d.filters")
-        _positive(self.kernel, "conv2d.kernel")
+        object.__setattr__(self, "kernel", _axes_size(self.kernel, "conv2d.kernel", 1))
         _positive(self.stride, "conv2d.stride")
         _positive(self.groups, "conv2d.groups")
         _flag(self.bias, "conv2d.bias")
-        explicit = isinstance(self.padding, int) and not isinstance(self.padding, bool) and self.padding >= 0
-        if self.padding not in PADDINGS and not explicit:
-            raise SpecError(f"conv2d.padding must be one of {', '.join(PADDINGS)} or pixels >= 0, got "
-                            f"{_shown(self.padding)}")
-        if explicit:
-            _at_most(self.padding, "conv2d.padding")
+        if not isinstance(self.padding, str) or self.padding not in PADDINGS:
+            try:
+                object.__setattr__(self, "padding", _axes_size(self.padding, "conv2d.padding", 0))
+            except SpecError:
+                raise SpecError(f"conv2d.padding must be one of {', '.join(PADDINGS)}, pixels >= 0 or [height, "
+                                f"width] of them, got {_shown(self.padding)}") from None
 
     @property
     def depthwise(self) -> bool:
         return self.groups > 1 and self.groups == self.filters
+
+    @property
+    def kernel_size(self) -> tuple[int, int]:
+        """(height, width)."""
+        return _per_axis(self.kernel)
+
+    @property
+    def pixels(self) -> tuple[int, int] | None:
+        """Explicit padding per side, (height's, width's); None for 'same' or 'valid'."""
+        return None if isinstance(self.padding, str) else _per_axis(self.padding)
+
+    def same_sides(self, shape: Shape) -> tuple[tuple[int, int], tuple[int, int]]:
+        """'same' as pixels: (top, bottom), (left, right), the odd pixel after."""
+        return tuple(same_padding(size, kernel, self.stride)  # type: ignore[return-value]
+                     for size, kernel in zip(_image(shape, self.kind)[:2], self.kernel_size, strict=True))
 
     def output_shape(self, shape: Shape) -> Shape:
         channels = _image(shape, self.kind)[2]
@@ -152,7 +185,7 @@ class Conv2D(_OneInput):
 
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
         channels = _image(shape, self.kind)[2]
-        kernel = {"kernel": (self.kernel, self.kernel, channels // self.groups, self.filters)}
+        kernel = {"kernel": (*self.kernel_size, channels // self.groups, self.filters)}
         return kernel | ({"bias": (self.filters,)} if self.bias else {})
 
 
@@ -243,19 +276,24 @@ class GlobalAvgPool(_OneInput):
 @dataclass(frozen=True)
 class BatchNorm(_SameShape):
     """Batch normalization over the channel axis, in torch's convention: `momentum` is the weight of the new batch's
-    statistic in the running one (Keras's momentum is 1 minus it); `epsilon` is added to the variance."""
+    statistic in the running one (Keras's momentum is 1 minus it); `epsilon` is added to the variance. `scale` and
+    `center` (Keras's names): whether it learns a scale and an offset (InceptionV3's learn no scale)."""
 
     epsilon: float = 1e-5
     momentum: float = 0.1
+    scale: bool = True
+    center: bool = True
     kind: ClassVar[str] = "batchnorm"
 
     def __post_init__(self) -> None:
         _epsilon(self.epsilon, "batchnorm.epsilon")
         if isinstance(self.momentum, bool) or not isinstance(self.momentum, (int, float)) or not 0 < self.momentum <= 1:
             raise SpecError(f"batchnorm.momentum must be a number in (0, 1], got {self.momentum!r}")
+        _flag(self.scale, "batchnorm.scale")
+        _flag(self.center, "batchnorm.center")
 
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
-        return {"scale": (shape[-1],), "offset": (shape[-1],)}
+        return ({"scale": (shape[-1],)} if self.scale else {}) | ({"offset": (shape[-1],)} if self.center else {})
 
     def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
         return {"mean": (shape[-1],), "variance": (shape[-1],)}

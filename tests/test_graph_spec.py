@@ -78,7 +78,10 @@ def test_layers_written_out_of_order_are_sorted_after_their_inputs() -> None:
      "layer 'out' (conv2d) takes one input, got 2"),
     (_net(residual={"inputs": ["bn2"]}), "layer 'residual' (add) takes at least 2 inputs, got 1"),
     (_net(bn1={"momentum": 0}), "layer 'bn1': batchnorm.momentum must be a number in (0, 1]"),
-    (_net(stem={"padding": -1}), "layer 'stem': conv2d.padding must be one of same, valid or pixels >= 0"),
+    (_net(stem={"padding": -1}), "layer 'stem': conv2d.padding must be one of same, valid, pixels >= 0 or [height, "
+                                 "width] of them"),
+    (_net(stem={"kernel": [1, 0]}), "layer 'stem': conv2d.kernel must be an integer >= 1, or [height, width] of them, "
+                                    "got 0"),
     (_net(stem_bn={"name": "stem"}), "layer name 'stem' is used twice"),
 ])
 def test_graph_errors_are_one_line_naming_the_file_and_layer(data: dict, message: str, spec_file) -> None:  # noqa: ANN001

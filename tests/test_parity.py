@@ -85,7 +85,7 @@ def residual(dropout: float) -> ModelSpec:
     x = net.add(ReLU(), net.add(Add(), x, y))
     z = net.add(Conv2D(6, 3, padding="same", groups=2), x)
     x = net.add(Concat(), x, z)
-    net.add(BatchNorm(epsilon=1e-3, momentum=0.3))
+    net.add(BatchNorm(epsilon=1e-3, momentum=0.3, scale=False))  # InceptionV3's: no scale learned
     net.add(AvgPool2D(3, 1, padding=1, count_include_pad=False))  # 5 -> 5, the padding left out: Keras's 'same'
     net.add(AvgPool2D(2, 2, ceil_mode=True, count_include_pad=False))  # 5 -> 3, the overhang left out: 'same' too
     net.add(AvgPool2D(2, 1, padding=1, count_include_pad=False))  # 3 -> 4: no Keras pool's, the mean over the inside
@@ -96,13 +96,15 @@ def residual(dropout: float) -> ModelSpec:
 
 
 def dense_heatmap(dropout: float) -> ModelSpec:
-    """Batch norm on flat features too, and an mse head over an image."""
+    """Batch norm without an offset, kernels of another height than width, and an mse head over an image."""
     net = Graph()
     a = net.conv_bn(6, 3, activation=ReLU6)
     b = net.add(Conv2D(6, 1, padding="valid"), a)
     net.add(Concat(), a, b, a)
-    net.add(BatchNorm())
+    net.add(BatchNorm(center=False))  # no offset learned
     net.add(Dropout(dropout))
+    net.add(Conv2D(6, (1, 3)))  # Inception's kernels of another height than width: 'same'
+    net.add(Conv2D(6, (3, 1), padding=(1, 0)))  # and torch's padding per axis
     net.add(Conv2D(3, 3, padding=1))
     return net.spec("parity-dense", (8, 8, 2), "mse", "", batch=4)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from models import techniques
 from models.estimate.rules import Rules
-from models.spec import INPUT, AvgPool2D, Conv2D, LayerShapes, MaxPool2D, ModelSpec, same_padding
+from models.spec import INPUT, AvgPool2D, Conv2D, LayerShapes, MaxPool2D, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,16 @@ def _padding(layer: LayerShapes, rules: Rules) -> tuple[tuple[int, int], tuple[i
     """(top, bottom), (left, right) where the framework pads a copy of the layer's input; None where the op pads."""
     op = layer.layer
     if isinstance(op, Conv2D) and op.padding == "same" and rules.explicit_padding:
-        (top, bottom), (left, right) = (same_padding(size, op.kernel, op.stride) for size in layer.input_shape[:2])
+        (top, bottom), (left, right) = op.same_sides(layer.input_shape)
         return ((top, bottom), (left, right)) if (top, left) != (bottom, right) else None
-    pixels = op.padding if isinstance(op, (Conv2D, MaxPool2D, AvgPool2D)) and not isinstance(op.padding, str) else 0
-    below, right = op.overhang(layer.input_shape) if isinstance(op, (MaxPool2D, AvgPool2D)) else (0, 0)
-    return ((pixels, pixels + below), (pixels, pixels + right)) if rules.pixel_padding and (pixels or below or right) \
-        else None
+    if isinstance(op, Conv2D):
+        (rows, columns), (below, right) = op.pixels or (0, 0), (0, 0)
+    elif isinstance(op, (MaxPool2D, AvgPool2D)):
+        (rows, columns), (below, right) = (op.padding, op.padding), op.overhang(layer.input_shape)
+    else:
+        return None
+    return ((rows, rows + below), (columns, columns + right)) if rules.pixel_padding and \
+        (rows or columns or below or right) else None
 
 
 def steps(spec: ModelSpec, rules: Rules, bytes_per_value: int) -> list[Step]:

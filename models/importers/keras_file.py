@@ -46,6 +46,8 @@ NONNEGATIVE = ("relu", "relu6", "sigmoid", "hard_sigmoid")
 # keras.ops called on a tensor and a number in a functional model (MobileNetV3's hard sigmoid, relu6(x + 3.0) * (1 / 6),
 # is an Add, a ReLU layer and a Multiply): the spec's rescale, the number as its offset or its scale
 OPERATIONS = {"Add": "offset", "Multiply": "scale"}
+# InceptionResNetV2's residual, inputs[0] + inputs[1] * scale, a layer of keras.applications' own (module and name)
+RESIDUAL_SCALE = ("keras.src.applications.inception_resnet_v2", "CustomScaleLayer")
 # The slice of a Keras layer's weight list that each named part of it holds: SeparableConv2D's
 # [depthwise kernel, pointwise kernel, bias] as a depthwise conv2d and a pointwise one
 PARTS = {"depthwise": slice(0, 1), "pointwise": slice(1, None)}
@@ -297,6 +299,9 @@ class _Importer:
         inputs = [self.alias.get(s, s) for s in sources]
         if str(layer.get("module", "")).startswith("keras.src.ops"):
             out = self._operation(name, kind, layer, inputs)
+        elif (layer.get("module"), kind) == RESIDUAL_SCALE and len(inputs) == 2:  # the branch rescaled, then added
+            scaled = self._emit(f"{name}/scale", "rescale", inputs[1:], scale=float(config["scale"]))
+            out = self._emit(name, "add", [inputs[0], scaled])
         else:
             out = self._mapped(name, kind, config, inputs, owed)
         if config.get("activation") is not None:
@@ -314,13 +319,14 @@ class _Importer:
                            f"tensor plus or times a number (a rescale)")
         return self._emit(name, "rescale", inputs, **{OPERATIONS[kind]: float(numbers[0])})
 
-    def _norm_over_channels(self, config: dict, source: str, layer: str, option: str, doing: str) -> None:
-        """Batch and layer norm: the spec's normalize the channel (last) axis, with scale and offset, and without
-        `option` (batch norm's renorm, layer norm's RMS scaling)."""
+    def _norm_over_channels(self, config: dict, source: str, layer: str, option: str, doing: str,
+                            learned: tuple[str, ...] = ("center", "scale")) -> None:
+        """Batch and layer norm: the spec's normalize the channel (last) axis, with the `learned` of scale and offset
+        that Keras learns, and without `option` (batch norm's renorm, layer norm's RMS scaling)."""
         if not self._last_axis(config.get("axis", -1), source):
             raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's {layer} is over the channel (last) "
                            f"axis")
-        if not (config.get("center", True) and config.get("scale", True)) or config.get(option):
+        if not all(config.get(name, True) for name in learned) or config.get(option):
             raise _Refused(f"drops its scale or offset, or {doing}; the spec's {layer} has both and does not")
 
     def _last_axis(self, axis: object, source: str) -> bool:
@@ -416,9 +422,10 @@ class _Importer:
     def _normalization(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """Batch norm, layer norm or a Normalization layer, each only over the channel (last) axis."""
         if kind == "BatchNormalization":
-            self._norm_over_channels(config, inputs[0], "batch norm", "renorm", "renormalizes")
+            self._norm_over_channels(config, inputs[0], "batch norm", "renorm", "renormalizes", learned=())
             return self._emit(name, "batchnorm", inputs, epsilon=float(config.get("epsilon", 1e-3)),
-                              momentum=round(1 - float(config.get("momentum", 0.99)), 12))
+                              momentum=round(1 - float(config.get("momentum", 0.99)), 12),
+                              scale=bool(config.get("scale", True)), center=bool(config.get("center", True)))
         if kind == "LayerNormalization":
             self._norm_over_channels(config, inputs[0], "layernorm", "rms_scaling", "scales by the RMS")
             return self._emit(name, "layernorm", inputs, epsilon=float(config.get("epsilon", 1e-3)))
@@ -472,7 +479,7 @@ class _Importer:
         without bias, then a 1x1 conv holding the layer's bias."""
         if _square(config.get("dilation_rate", 1), "dilation_rate") != 1:
             raise _Refused("is dilated; the spec's conv2d is not")
-        window = {"kernel": _square(config["kernel_size"], "kernel_size"),
+        window = {"kernel": [int(size) for size in _pair(config["kernel_size"])],  # Inception's 1x7 too
                   "stride": _square(config.get("strides", 1), "strides"),
                   "padding": config.get("padding", "valid") if owed is None else owed}
         bias = bool(config.get("use_bias", True))

@@ -170,6 +170,10 @@ def _square(values: list[int], what: str) -> int:
     return int(values[0])
 
 
+def _per_axis(size: int | tuple[int, ...]) -> tuple[int, ...]:
+    return size if isinstance(size, tuple) else (size, size)
+
+
 def _float(value: object) -> float:
     """A float attribute (float32 in ONNX) as the shortest decimal that is it: 1e-3, not 0.0010000000474974513."""
     return float(str(np.float32(value)))
@@ -335,11 +339,13 @@ class _Importer:
     def _set(self, node: onnx.NodeProto, spec: str, layout: Layout) -> None:
         self.tensors[node.output[0]] = _Tensor(spec, layout)
 
-    def _pads(self, attributes: dict, image: Shape, kernel: int, stride: int) -> tuple[int, int, int, int]:
+    def _pads(self, attributes: dict, image: Shape, kernel: int | tuple[int, ...],
+              stride: int) -> tuple[int, int, int, int]:
         """The node's padding as (top, bottom, left, right), whether explicit or by auto_pad."""
         auto = _text(attributes.get("auto_pad", "NOTSET"))
         if auto in ("SAME_UPPER", "SAME_LOWER"):
-            (top, bottom), (left, right) = (same_padding(size, kernel, stride) for size in image[:2])
+            (top, bottom), (left, right) = (same_padding(size, window, stride) for size, window
+                                            in zip(image[:2], _per_axis(kernel), strict=True))
             return (top, bottom, left, right) if auto == "SAME_UPPER" else (bottom, top, right, left)
         if auto == "VALID":
             return (0, 0, 0, 0)
@@ -518,7 +524,7 @@ class _Importer:
             raise _Refused("has no 2-D kernel; the spec's conv2d is 2-D")
         if any(d != 1 for d in attributes.get("dilations", [1, 1])):
             raise _Refused("is dilated; the spec's conv2d is not")
-        kernel = _square(list(attributes.get("kernel_shape", weight.shape[2:])), "kernel")
+        kernel = tuple(int(size) for size in attributes.get("kernel_shape", weight.shape[2:]))
         stride = _square(list(attributes.get("strides", [1, 1])), "strides")
         owed = self.padding.pop(node.input[0], (0, 0, 0, 0))  # a Pad before it: `value` is the tensor it padded
         own = self._pads(attributes, (image[0] + owed[0] + owed[1], image[1] + owed[2] + owed[3]), kernel, stride)
@@ -529,19 +535,20 @@ class _Importer:
                                    stride=stride, padding=padding, bias=bias is not None,
                                    groups=int(attributes.get("group", 1))), FIRST)
 
-    def _padding(self, pads: tuple[int, ...], image: Shape, kernel: int, stride: int, source: str,
-                 label: str) -> tuple[str | int, str]:
-        """A conv's or pool's padding in the spec: pixels when the same on every side, 'same' when TensorFlow's
+    def _padding(self, pads: tuple[int, ...], image: Shape, kernel: tuple[int, ...], stride: int, source: str,
+                 label: str) -> tuple[str | int | tuple[int, int], str]:
+        """A conv's padding in the spec: pixels per axis when the same on both its sides, 'same' when TensorFlow's
         rule gives it; otherwise a zeropad2d layer of the difference before it. Returns the padding and the layer
         it reads."""
-        if len(set(pads)) == 1:
-            return (pads[0] or "valid"), source
-        if pads == (*same_padding(image[0], kernel, stride), *same_padding(image[1], kernel, stride)):
+        top, bottom, left, right = pads
+        if pads == (*same_padding(image[0], kernel[0], stride), *same_padding(image[1], kernel[1], stride)) and \
+                (top, left) != (bottom, right):
             return "same", source
-        least = min(pads)
-        top, bottom, left, right = (pad - least for pad in pads)
-        padded = self._emit(f"{label}_pad", "zeropad2d", [source], top=top, bottom=bottom, left=left, right=right)
-        return (least or "valid"), padded
+        rows, columns = min(top, bottom), min(left, right)
+        if (top, left) != (bottom, right):
+            source = self._emit(f"{label}_pad", "zeropad2d", [source], top=top - rows, bottom=bottom - rows,
+                                left=left - columns, right=right - columns)
+        return ([rows, columns] if any((rows, columns)) else "valid"), source
 
     def _batchnorm(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         value = self._value(node, 0)
