@@ -43,6 +43,7 @@ from models.spec import (
     HardSwish,
     Layer,
     LayerNorm,
+    LayerScale,
     MaxPool2D,
     Multiply,
     Normalize,
@@ -184,9 +185,10 @@ class JaxAdapter(Adapter):
                 weights["kernel"] = jax.random.uniform(key, step.params["kernel"], minval=-bound, maxval=bound)
             if "bias" in step.params:
                 weights["bias"] = jax.numpy.zeros(step.params["bias"])
-            if isinstance(step.layer, (BatchNorm, LayerNorm)):  # start at scale 1, offset 0 everywhere
-                weights |= {name: (jax.numpy.ones if name == "scale" else jax.numpy.zeros)(shape)
-                            for name, shape in step.params.items()}
+            if "scale" in step.params:  # norms and layer scales start at scale 1, offset 0 everywhere
+                weights["scale"] = jax.numpy.ones(step.params["scale"])
+            if "offset" in step.params:
+                weights["offset"] = jax.numpy.zeros(step.params["offset"])
             self.params.append(weights)
             # ... batch norm and normalize at mean 0, variance 1 (and normalize's count at 0)
             self.state.append({name: (jax.numpy.ones if name == "variance" else jax.numpy.zeros)(shape)
@@ -414,7 +416,7 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), SiLU: lambda: jax.nn.silu(x),
               Sigmoid: lambda: jax.nn.sigmoid(x), HardSigmoid: lambda: jax.nn.hard_sigmoid(x),
               HardSwish: lambda: jax.nn.hard_silu(x), GELU: lambda: jax.nn.gelu(x, approximate=layer.approximate),
-              Rescale: lambda: x * layer.scale + layer.offset,
+              LayerScale: lambda: x * params["scale"], Rescale: lambda: x * layer.scale + layer.offset,
               Normalize: lambda: _normalized(layer, state, x),
               ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),

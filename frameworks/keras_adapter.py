@@ -48,6 +48,7 @@ from models.spec import (
     HardSigmoid,
     HardSwish,
     LayerNorm,
+    LayerScale,
     LayerShapes,
     MaxPool2D,
     Multiply,
@@ -278,6 +279,7 @@ class KerasAdapter(Adapter):
             GELU: lambda: keras.layers.Activation(
                 functools.partial(keras.activations.gelu, approximate=layer.approximate), **dtype),
             LayerNorm: lambda: keras.layers.LayerNormalization(axis=-1, epsilon=layer.epsilon, **dtype),
+            LayerScale: lambda: _layer_scale(step.input_shape[-1], **dtype),
             Rescale: lambda: keras.layers.Rescaling(layer.scale, layer.offset, **dtype),
             Normalize: lambda: keras.layers.Normalization(axis=-1, **dtype, **({"mean": list(layer.mean), "variance":
                                                                    list(layer.variance)} if layer.mean else {})),
@@ -437,7 +439,8 @@ class KerasAdapter(Adapter):
 
     def set_weights(self, weights: list[dict[str, np.ndarray]]) -> None:
         """Keras orders each layer's weights as the spec does: kernel, bias; batch and layer norm's gamma, beta
-        (batch norm's moving mean and moving variance after); Normalization's mean, variance and count."""
+        (batch norm's moving mean and moving variance after); a layer scale's gamma; Normalization's mean, variance and
+        count."""
         for step, layer in zip(self.spec.walk(), self.layers, strict=True):
             if step.weights:
                 values = [weights[step.index][name] for name in step.weights]
@@ -498,6 +501,14 @@ def _apply(parts: list, step: LayerShapes, values: dict[int, object], training: 
         modal = training is not None and isinstance(part, (keras.layers.BatchNormalization, keras.layers.Dropout))
         x = part(x, training=training) if modal else part(x)
     return x
+
+
+def _layer_scale(channels: int, **options: object) -> keras.layers.Layer:
+    """keras.applications' own LayerScale, the one a Keras ConvNeXt runs (Keras exports it under no public name),
+    started at 1 as the spec's is."""
+    from keras.src.applications.convnext import LayerScale as ConvNeXtLayerScale
+
+    return ConvNeXtLayerScale(1.0, channels, **options)
 
 
 @functools.cache

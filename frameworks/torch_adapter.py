@@ -30,6 +30,7 @@ from models.spec import (
     HardSigmoid,
     HardSwish,
     LayerNorm,
+    LayerScale,
     LayerShapes,
     MaxPool2D,
     ModelSpec,
@@ -122,6 +123,21 @@ def _layer_norm(channels: int, epsilon: float, device: torch.device) -> torch.nn
             return super().forward(inputs.movedim(1, -1)).movedim(-1, 1)
 
     return ChannelLayerNorm(channels, eps=epsilon, device=device)
+
+
+def _layer_scale(channels: int, device: torch.device) -> torch.nn.Module:
+    """x times a learned scale per channel, torch's axis 1 in an image (torchvision's ConvNeXt holds it (C, 1, 1),
+    timm's LayerScale2d views it so); it starts at 1, as a norm's scale does."""
+
+    class ChannelScale(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.ones(channels, device=device))
+
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return inputs * (self.scale.view(-1, 1, 1) if inputs.dim() == 4 else self.scale)
+
+    return ChannelScale()
 
 
 def _normalize(layer: Normalize, shape: tuple[int, ...], device: torch.device) -> torch.nn.Module:
@@ -302,6 +318,7 @@ class TorchAdapter(Adapter):
             HardSwish: nn.Hardswish,
             GELU: lambda: nn.GELU(approximate="tanh" if layer.approximate else "none"),
             LayerNorm: lambda: _layer_norm(step.input_shape[-1], layer.epsilon, self.device),
+            LayerScale: lambda: _layer_scale(step.input_shape[-1], self.device),
             Rescale: lambda: _rescale(layer.scale, layer.offset),
             Normalize: lambda: _normalize(layer, step.input_shape, self.device),
             ZeroPad2D: lambda: nn.ZeroPad2d((layer.left, layer.right, layer.top, layer.bottom)),
@@ -330,7 +347,7 @@ class TorchAdapter(Adapter):
         with torch.no_grad():
             for step, module in self._weighted():
                 if "kernel" not in step.params:
-                    continue  # batch and layer norm start at scale 1, offset 0 (mean 0, variance 1) everywhere
+                    continue  # batch and layer norm (and layer scale) start at scale 1, offset 0 (mean 0, variance 1)
                 bound = init_bound(step)
                 module.weight.uniform_(-bound, bound)
                 if module.bias is not None:
@@ -510,8 +527,8 @@ class TorchAdapter(Adapter):
             if isinstance(step.layer, (BatchNorm, LayerNorm)):  # the spec's names for torch's; layer norm has two
                 targets = {name: getattr(module, attribute) for name, attribute in NORM_WEIGHTS.items()
                            if name in given}
-            elif isinstance(step.layer, Normalize):
-                targets = dict(module.named_buffers())  # its buffers have the spec's names
+            elif isinstance(step.layer, (Normalize, LayerScale)):  # their buffers and parameter have the spec's names
+                targets = dict(module.named_buffers()) | dict(module.named_parameters())
             else:
                 module = module[-1] if isinstance(module, torch.nn.Sequential) else module
                 kernel = given["kernel"]

@@ -408,6 +408,17 @@ class LayerNorm(_SameShape):
 
 
 @dataclass(frozen=True)
+class LayerScale(_SameShape):
+    """x * scale, a learned scale per channel (the last axis): ConvNeXt's layer scale on each block's branch. Its
+    scale is trainable and starts at 1, as a norm's does (ConvNeXt starts it near 0; an imported net loads its own)."""
+
+    kind: ClassVar[str] = "layerscale"
+
+    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {"scale": (shape[-1],)}
+
+
+@dataclass(frozen=True)
 class Rescale(_SameShape):
     """x * scale + offset, constants of the net (Keras's Rescaling: pixels from [0, 255] to [0, 1])."""
 
@@ -570,13 +581,15 @@ class Multiply(_Merge):
 
 
 Layer = (Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | SiLU
-         | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | Rescale | Normalize | ZeroPad2D | Upsample2D | Reshape
-         | Add | Concat | Multiply)
+         | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D
+         | Upsample2D | Reshape | Add | Concat | Multiply)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6, SiLU, Sigmoid,
-    HardSigmoid, HardSwish, GELU, LayerNorm, Rescale, Normalize, ZeroPad2D, Upsample2D, Reshape, Add, Concat, Multiply)}
+    HardSigmoid, HardSwish, GELU, LayerNorm, LayerScale, Rescale, Normalize, ZeroPad2D, Upsample2D, Reshape, Add,
+    Concat, Multiply)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
-ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "rescale", "normalize")
+ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "layerscale", "rescale",
+               "normalize")
 NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
 
 

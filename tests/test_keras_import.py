@@ -27,6 +27,8 @@ import json, sys
 import numpy as np
 import keras
 from keras import layers
+from keras.src.applications.convnext import LayerScale
+from frameworks.keras_reference import layer_weights
 
 out = sys.argv[1]
 keras.utils.set_random_seed(0)
@@ -66,8 +68,7 @@ def reference(net, name, x, loss):
         targets = rng.standard_normal(result.shape).astype("float32")
         value = keras.losses.MeanSquaredError()(targets, result)
     np.savez(f"{out}/{name}.npz", inputs=x, targets=targets, output=keras.ops.convert_to_numpy(result),
-             loss=float(value), **{f"weights:{layer.name}:{i}": w for layer in net.layers
-                                   for i, w in enumerate(layer.get_weights())})
+             loss=float(value), **layer_weights(net))
 
 
 x_in = keras.Input((17, 17, 3), name="image")
@@ -94,14 +95,20 @@ reference(net, "efficientnet", rng.uniform(0, 255, (2, 64, 64, 3)).astype("float
 
 saved(keras.applications.MobileNetV3Small(weights=None, input_shape=(32, 32, 3), classes=10), "mobilenetv3")
 
-x_in = keras.Input((16, 16, 8), name="image")
-x = layers.Conv2D(8, 7, padding="same", groups=8, name="dwconv")(x_in)
+x_in = keras.Input((16, 16, 3), name="image")  # ConvNeXt's: a Sequential stem, a block, keras.ops' residual add
+stem = keras.Sequential([keras.Input((16, 16, 3)), layers.Conv2D(8, 2, strides=2, name="stem_conv"),
+                         layers.LayerNormalization(epsilon=1e-6, name="stem_norm")], name="stem")
+s = stem(x_in)
+x = layers.Conv2D(8, 7, padding="same", groups=8, name="dwconv")(s)
 x = layers.LayerNormalization(epsilon=1e-6, name="norm")(x)
 x = layers.Dense(32, name="pwconv1")(x)
 x = layers.Activation("gelu", name="gelu")(x)
-x = layers.Dense(8, name="pwconv2")(x)
-net = saved(keras.Model(x_in, layers.Add(name="residual")([x_in, x]), name="convnext_block"), "convnext")
-reference(net, "convnext", rng.standard_normal((2, 16, 16, 8)).astype("float32"), "mse")
+x = LayerScale(1e-6, 8, name="scale")(layers.Dense(8, name="pwconv2")(x))
+h_in = keras.Input((8, 8, 8))  # a functional head, nested too
+head = keras.Model(h_in, layers.Dense(4, name="head_dense")(layers.GlobalAveragePooling2D(name="head_gap")(h_in)),
+                   name="head")
+net = saved(keras.Model(x_in, head(s + x), name="convnext_block"), "convnext")
+reference(net, "convnext", rng.standard_normal((2, 16, 16, 3)).astype("float32"), "mse")
 
 x_in = keras.Input((12, 12, 4), name="pixels")
 a = layers.Rescaling(0.5, offset=-1.0, name="scale")(x_in)
@@ -137,11 +144,14 @@ refused = {
 }
 for name, stack in refused.items():
     keras.Sequential(stack).save(f"{out}/{name}.keras")
+shared = keras.Input((4, 4, 2))
+block = keras.Sequential([layers.Conv2D(2, 1, name="inner")], name="block")  # one nested model called twice
+keras.Model(shared, block(block(shared))).save(f"{out}/shared.keras")
 query = keras.Input((5, 4))
 keras.Model(query, layers.MultiHeadAttention(2, 4, name="attention")(query, query)).save(f"{out}/attention.keras")
-keras.backend.clear_session()  # a keras.ops call takes no name: this one is the first Multiply, "multiply"
+keras.backend.clear_session()  # a keras.ops call takes no name: this one is the first Subtract, "subtract"
 square = keras.Input((4,))
-keras.Model(square, square * square).save(f"{out}/ops.keras")
+keras.Model(square, square - square).save(f"{out}/ops.keras")
 print(json.dumps(counts))
 """
 COMPARED = ("efficientnet", "convnext", "assorted")
@@ -247,11 +257,20 @@ def test_keras_2_hard_sigmoid_is_refused(built: tuple[Path, dict]) -> None:
 
 
 def test_convnext_mapping(built: tuple[Path, dict]) -> None:
+    """keras.applications' ConvNeXt's own pieces: its Sequential stem and a functional head flattened into the graph
+    (their layers named `model/layer`), its LayerScale, its residual `inputs + x` (keras.ops' Add of two tensors)."""
     layers = _layers(built[0] / "convnext.keras")
+    assert layers["stem/stem_conv"] == {"type": "conv2d", "filters": 8, "kernel": 2, "stride": 2, "padding": "valid"}
+    assert layers["stem/stem_norm"] == {"type": "layernorm", "epsilon": 1e-6} and "stem" not in layers
     assert layers["dwconv"]["groups"] == layers["dwconv"]["filters"] == 8 and layers["dwconv"]["kernel"] == 7
     assert layers["norm"] == {"type": "layernorm", "epsilon": 1e-6}
     assert layers["pwconv1"] == {"type": "conv2d", "filters": 32, "kernel": 1, "padding": "valid"}  # Dense per pixel
     assert layers["gelu"] == {"type": "gelu"}  # Keras's gelu is the exact one
+    assert layers["scale"] == {"type": "layerscale"}
+    entries = load_spec_file(built[0] / "convnext.keras").to_dict()["layers"]
+    (residual,) = (entry for entry in entries if entry["type"] == "add")
+    assert residual["inputs"] == ["stem/stem_norm", "scale"]
+    assert [entry["name"] for entry in entries[-2:]] == ["head/head_gap", "head/head_dense"]  # the head: the output
 
 
 def test_assorted_mapping(built: tuple[Path, dict]) -> None:
@@ -337,7 +356,8 @@ def test_canonical_weights_name_what_is_missing_or_misshapen(built: tuple[Path, 
     ("lstm", "'lstm' (LSTM)"), ("attention", "'attention' (MultiHeadAttention)"), ("softmax", "'gate' (Dense)"),
     ("max_same", "'max' (MaxPooling2D)"),
     ("rescale", "'per_channel' (Rescaling)"),
-    ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)"), ("ops", "'multiply' (Multiply)")])
+    ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)"), ("ops", "'subtract' (Subtract)"),
+    ("shared", "'block' (Sequential)")])
 def test_refused_in_one_line(built: tuple[Path, dict], name: str, layer: str) -> None:
     path = built[0] / f"{name}.keras"
     with pytest.raises(SpecError) as error:

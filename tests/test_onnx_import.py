@@ -83,9 +83,10 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     """The newer kinds: an uneven Pad folded before a conv, clip (relu6), a squeeze-and-excite block (reshapes,
     sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, padded average pools
     (counting the padding, and not), a max pool rounding up (ceil_mode), a depthwise conv, HardSwish, x *
-    HardSigmoid(x) (torch's Hardswish before opset 14) and HardSigmoid as torch exports it (alpha 1/6), layer norm
-    over channels (between transposes) and over features, gelu, the flatten of a real map into a MatMul + Add,
-    dropout, and a softmax at the output.
+    HardSigmoid(x) (torch's Hardswish before opset 14) and HardSigmoid as torch exports it (alpha 1/6), layer scales
+    (a Mul by a (C, 1, 1) initializer, and by a (C,) one channels-last), layer norm over channels (between
+    transposes) and over features, gelu, the flatten of a real map into a MatMul + Add, dropout, and a softmax at
+    the output.
     Returns the model and its pre-softmax scores' name."""
     net = _Net(3, 8)
     x = net.node("Pad", ["image", net.constant("pads", [0, 0, 0, 1, 0, 0, 1, 0])], "pad")  # top 0 left 1 bottom 1
@@ -103,8 +104,10 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     x = net.node("AveragePool", [x], "avg", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                  count_include_pad=1)  # 4
     x = net.node("HardSwish", [net.conv(x, "depthwise", 16, 16, 3, group=16, pads=[1, 1, 1, 1])], "hswish")
+    x = net.node("Mul", [net.weight("scale.gamma", 16, 1, 1), x], "scale")  # torchvision's ConvNeXt's layer_scale
     x = net.node("Transpose", [x], "to_last", perm=[0, 2, 3, 1])
     x = net.node("LayerNormalization", [x, net.weight("ln.scale", 16), net.weight("ln.B", 16)], "ln", epsilon=1e-3)
+    x = net.node("Mul", [x, net.weight("scale_last.gamma", 16)], "scale_last")  # channels-last: (C,)
     x = net.node("Transpose", [x], "to_first", perm=[0, 3, 1, 2])
     x = net.node("Resize", [x, "", net.constant("again", [1, 1, 2, 2], np.float32)], "smooth", mode="linear")  # 8
     x = net.node("Mul", [x, net.node("HardSigmoid", [x], "hswish_gate", alpha=1 / 6)], "hswish13")
@@ -157,6 +160,7 @@ def test_mapping(tmp_path: Path) -> None:
     assert layers["swish"]["type"] == "silu" and "swish_gate" not in layers
     assert layers["hswish"]["type"] == layers["hswish13"]["type"] == "hard_swish" and "hswish_gate" not in layers
     assert layers["hsigmoid"]["type"] == "hard_sigmoid"
+    assert layers["scale"]["type"] == layers["scale_last"]["type"] == "layerscale"
     assert layers["se_map"]["shape"] == (1, 1, 8) and layers["depthwise"]["groups"] == 16
     assert layers["fc"]["units"] == 12 and layers["drop"]["rate"] == 0.25 and "fc_bias" not in layers
     assert layers["smooth"]["interpolation"] == "bilinear" and layers["avg"]["padding"] == 1

@@ -24,6 +24,7 @@ from models.spec import (
     HardSigmoid,
     HardSwish,
     LayerNorm,
+    LayerScale,
     MaxPool2D,
     ModelSpec,
     Multiply,
@@ -146,12 +147,13 @@ def excite(dropout: float) -> ModelSpec:
 
 
 def layer_norms() -> ModelSpec:
-    """A transformer's layers: layer norm over an image's channels and over flat features, exact and tanh GELU,
-    reshapes image to image, image to flat (a dense after it reads channels-last rows) and flat to image."""
+    """A transformer's layers: layer norm over an image's channels and over flat features, exact and tanh GELU, layer
+    scales on an image's channels (ConvNeXt's) and on flat features, reshapes image to image, image to flat (a dense
+    after it reads channels-last rows) and flat to image."""
     return ModelSpec("parity-layernorm", (8, 8, 4), (
-        Conv2D(6), LayerNorm(), GELU(), Reshape((4, 4, 24)), LayerNorm(epsilon=1e-3), GELU(approximate=True),
-        BatchNorm(), Reshape((384,)), Dense(16), LayerNorm(), GELU(approximate=True), Reshape((2, 2, 4)),
-        Conv2D(3, 1),
+        Conv2D(6), LayerNorm(), GELU(), LayerScale(), Reshape((4, 4, 24)), LayerNorm(epsilon=1e-3),
+        GELU(approximate=True), BatchNorm(), Reshape((384,)), Dense(16), LayerNorm(), LayerScale(),
+        GELU(approximate=True), Reshape((2, 2, 4)), Conv2D(3, 1),
     ), "mse")
 
 
@@ -170,7 +172,7 @@ def flat_after_image(dropout: float) -> ModelSpec:
     """Per-feature weights after a flattened image, through layers that keep the values' order: torch flattens
     channels-first, so each of them loads (and reports) its weights permuted."""
     return ModelSpec("parity-flat", (4, 3, 2), (
-        Conv2D(3), Flatten(), Dropout(dropout), BatchNorm(), LayerNorm(), Normalize(), ReLU(), Dense(5),
+        Conv2D(3), Flatten(), Dropout(dropout), BatchNorm(), LayerNorm(), Normalize(), LayerScale(), ReLU(), Dense(5),
     ), "cross_entropy")
 
 

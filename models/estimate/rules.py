@@ -69,7 +69,7 @@ NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input
                  "dropout": ("mask",), "add": (), "concat": (), "pad": (), "flatten": (), "silu": ("input",),
                  "sigmoid": ("output",), "hard_sigmoid": ("output",), "hard_swish": ("input",), "gelu": ("input",),
                  "layernorm": ("input",), "rescale": (), "normalize": (), "zeropad2d": (), "upsample2d": (),
-                 "reshape": (), "multiply": ("input",)}
+                 "reshape": (), "multiply": ("input",), "layerscale": ("input",)}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
@@ -94,7 +94,8 @@ RULES = {
             " keeps its input, ReLU and ReLU6 their output, max-pool its input, dropout a boolean mask (one per example"
             " when per example); SiLU, hard swish and GELU their input, sigmoid and hard sigmoid their output (the"
             " hard one's slope is 1/6 where its output is strictly between 0 and 1, else 0), layer norm its input,"
-            " multiply its inputs; average pooling, the global mean, add, concat, rescale, normalize (its statistics"
+            " multiply its inputs, a layer scale its input (its scale's gradient is the sum of the input times the"
+            " output's gradient); average pooling, the global mean, add, concat, rescale, normalize (its statistics"
             " fixed), zero padding, upsampling and reshape are linear and keep nothing; every gradient is live at the"
             " update, which allocates nothing"),
     "torch": Rules(
@@ -116,7 +117,8 @@ RULES = {
             " float noise tensor it keeps, on CUDA the fused native_dropout keeps a bool mask (torchgen's"
             " derivatives.yaml: result1; not run here), per example (a mul by (N, 1, 1, 1) noise) the noise only;"
             " silu, gelu, hardswish and hardsigmoid keep their input, sigmoid its output, native_layer_norm its input"
-            " and per-position mean and rstd, mul both inputs (a broadcast one is small), a normalization its"
+            " and per-position mean and rstd, mul both inputs (a broadcast one is small; a layer scale's other is its"
+            " parameter), a normalization its"
             " per-channel divisor (its"
             " statistics fixed); a scalar affine, constant_pad_nd, upsample_nearest2d, upsample_bilinear2d and a"
             " view keep nothing but shapes, avg_pool2d its input with its padding inside (measured with the hooks on"
@@ -158,7 +160,7 @@ RULES = {
             " reads, on the CPU): gelu erfc and two products, hard_sigmoid (relu6(x + 3) / 6) its Relu6's output,"
             " hard_silu (x times that) its input, the hard sigmoid and that Relu6 output, layer norm its input, its"
             " scale times rsqrt (of the input's size) and three per-position tensors, normalization its per-channel"
-            " divisor, Mul both inputs;"
+            " divisor, Mul both inputs (a layer scale's other its gamma, a variable);"
             " Pad, Tile (nearest upsampling), Reshape and the mean nothing (bilinear's ResizeBilinearGrad reads its"
             " input for the shape, which the rules do not count); Keras pads integer padding (a conv's, an average"
             " pool's) with ZeroPadding2D and max-pool padding"
@@ -196,7 +198,8 @@ RULES = {
             " sigmoid the derivative, the exact gelu three tensors of its size (erfc, exp, a product; the tanh gelu its"
             " input and four), hard_sigmoid relu6's bool mask, hard_silu its input, that mask and the hard sigmoid,"
             " the plain-jnp layer norm three of its size and three per position (XLA's CPU plan keeps about one: the"
-            " rules keep the residuals), normalize its per-channel divisor, mul both inputs; the scalar"
+            " rules keep the residuals), normalize its per-channel divisor, mul both inputs (a layer scale's other"
+            " its parameter); the scalar"
             " affine, pad, resize (its index or weight vectors are small) and reshape nothing; a per-example dropout"
             " mask is one value per example (XLA fuses its broadcast: +0 activations in the plan), and an average"
             " pool's jnp.pad fuses into reduce_window (the plan's temp grows 0.06 of the map), so its padding is inside"
@@ -272,7 +275,8 @@ RULES = {
             " vectors;"
             " the seeded dropout is torch.where on a"
             " bool mask, which it keeps (per example, an (N, 1, 1, 1) one); SiLU, GELU, sigmoid, hard_sigmoid,"
-            " hard_silu and multiply as torch's; LayerNormalization calls torch's layer_norm (input, per-position mean"
+            " hard_silu, multiply and ConvNeXt's LayerScale (x * gamma) as torch's; LayerNormalization calls torch's"
+            " layer_norm (input, per-position mean"
             " and rstd); Normalization keeps its per-channel divisor, Rescaling a scalar; ZeroPadding2D, UpSampling2D"
             " and Reshape nothing (hooks"
             " on the CPU, no GPU figure yet); Keras pads uneven 'same' convolutions, integer padding (ZeroPadding2D, an"

@@ -10,9 +10,13 @@ is `cross_entropy`. A model saved uncompiled gets `cross_entropy` when its outpu
 keras.applications builds them uncompiled), else `mse`, which fits any output shape and costs what
 cross-entropy costs but for one small buffer of class scores. The output's softmax is then the loss's own.
 
+A model used as a layer (keras.applications' ConvNeXt has a Sequential stem and downsampling blocks) is flattened
+into the graph: its layers become the spec's, reading what the model reads, and its output is what its readers read.
+
 The spec's layer names say where each layer came from, so `canonical_weights` can load Keras's own weights into
-any framework: a layer holding weights is named as its Keras layer, the two halves of a SeparableConv2D
-`name/depthwise` and `name/pointwise`, an activation split out of a layer `name/relu` (Keras names hold no '/').
+any framework: a layer holding weights is named as its Keras layer, a layer of a nested model `model/layer`, the two
+halves of a SeparableConv2D `name/depthwise` and `name/pointwise`, an activation split out of a layer `name/relu`
+(Keras names hold no '/').
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ NONNEGATIVE = ("relu", "relu6", "sigmoid", "hard_sigmoid")
 OPERATIONS = {"Add": "offset", "Multiply": "scale"}
 # InceptionResNetV2's residual, inputs[0] + inputs[1] * scale, a layer of keras.applications' own (module and name)
 RESIDUAL_SCALE = ("keras.src.applications.inception_resnet_v2", "CustomScaleLayer")
+# ... and on two tensors (ConvNeXt's residual, `inputs + x`): the spec's add and multiply
+JOINS = {"Add": "add", "Multiply": "multiply"}
+# keras.applications' ConvNeXt's own layer (module, class name): x * gamma, one trainable gamma per channel
+LAYER_SCALE = ("keras.src.applications.convnext", "LayerScale")
 # The slice of a Keras layer's weight list that each named part of it holds: SeparableConv2D's
 # [depthwise kernel, pointwise kernel, bias] as a depthwise conv2d and a pointwise one
 PARTS = {"depthwise": slice(0, 1), "pointwise": slice(1, None)}
@@ -92,7 +100,8 @@ def spec_from_keras(data: dict, source: str) -> ModelSpec:
 
 
 def canonical_weights(spec: ModelSpec, weights_by_layer: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
-    """Keras's weights (each layer's `get_weights()`, by Keras layer name) as the spec's canonical arrays
+    """Keras's weights (each layer's `get_weights()`, by Keras layer name, a nested model's layers' by `model/layer`:
+    frameworks/keras_reference.py's `layer_weights`) as the spec's canonical arrays
     `layer{index}_{name}`, what every adapter loads: a net imported from Keras then computes what Keras does.
 
     Keras lists a layer's arrays in the order the spec names them (kernel, bias; scale, offset, mean, variance;
@@ -183,6 +192,8 @@ class _Importer:
     shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape, for channel counts
     kinds: dict[str, str] = field(default_factory=dict)  # each spec name's layer type
     alias: dict[str, str] = field(default_factory=dict)  # Keras name -> the spec name of its output
+    # a nested model's name, or its input layer's, -> the node whose output it stands for (its output, what it reads)
+    flattened: dict[str, str] = field(default_factory=dict)
     readers: dict[str, list[dict]] = field(default_factory=dict)  # Keras name -> the Keras layers that read it
     padding: dict[str, int] = field(default_factory=dict)  # a folded ZeroPadding2D's pixels, owed to its one reader
     input_shape: Shape | None = None
@@ -224,28 +235,53 @@ class _Importer:
         except SpecError as exc:
             raise SpecError(f"{self.source}: layer {name!r} ({layer.get('class_name')}): {exc}") from exc
 
-    def _nodes(self, layers: list[dict], sequential: bool) -> list[tuple[str, dict, list[str]]]:
+    def _nodes(self, layers: list[dict], sequential: bool, prefix: str = "",
+               entry: str = MODEL_INPUT) -> list[tuple[str, dict, list[str]]]:
         """Each Keras layer with its name and the names it reads; who reads whom is known before any is mapped,
-        so a ZeroPadding2D knows whether its reader can take it in."""
-        nodes, previous = [], MODEL_INPUT
+        so a ZeroPadding2D knows whether its reader can take it in. A nested model's layers come in its place,
+        named `prefix` + their name and reading from `entry` (what the model reads) on."""
+        nodes, previous = [], entry
         for index, layer in enumerate(layers):
-            name = layer.get("config", {}).get("name") or layer.get("name") or f"layer{index}"
+            name = prefix + (layer.get("config", {}).get("name") or layer.get("name") or f"layer{index}")
             with self._blamed(name, layer):
-                sources = [previous] if sequential else _inbound(layer)
+                sources = [previous] if sequential else [self.flattened.get(prefix + source, prefix + source)
+                                                         for source in _inbound(layer)]
+                if layer.get("config", {}).get("trainable") is False:
+                    raise _Refused("is frozen (trainable false): Keras counts its weights as non-trainable, where the "
+                                   "spec's layers train theirs")
+                if prefix and layer.get("class_name") == "InputLayer":
+                    self.flattened[name] = previous = entry
+                    continue
+                if layer.get("class_name") in KERAS_MODELS:
+                    previous = self._nested(name, layer, sources, nodes)
+                    continue
             nodes.append((name, layer, sources))
             for source in sources:
                 self.readers.setdefault(source, []).append(layer)
             previous = name
         return nodes
 
-    def _output_layer(self, config: dict, nodes: list[tuple[str, dict, list[str]]], sequential: bool) -> str:
+    def _nested(self, name: str, layer: dict, sources: list[str], nodes: list[tuple[str, dict, list[str]]]) -> str:
+        """A model used as a layer, its layers added to `nodes` as its own; returns the node its output is."""
+        if len(sources) != 1:
+            raise _Refused(f"is a model reading {len(sources)} tensors; the spec's nested models read one")
+        config, sequential = layer.get("config", {}), layer.get("class_name") == "Sequential"
+        inner = self._nodes(config.get("layers", []), sequential, f"{name}/", sources[0])
+        nodes.extend(inner)
+        self.flattened[name] = self._output_layer(config, inner, sequential, f"{name}/") or sources[0]
+        return self.flattened[name]
+
+    def _output_layer(self, config: dict, nodes: list[tuple[str, dict, list[str]]], sequential: bool,
+                      prefix: str = "") -> str:
+        """The node that is the model's output (a nested model's names have its `prefix`); "" for a model of none."""
         for key, what in (("input_layers", "input"), ("output_layers", "output")):
             ends = config.get(key)
             if ends and isinstance(ends[0], list) and len(ends) > 1:
                 raise SpecError(f"the model has {len(ends)} {what}s; a spec has one")
         outputs = config.get("output_layers")
         if outputs and not sequential:
-            return outputs[0][0] if isinstance(outputs[0], list) else outputs[0]
+            name = prefix + (outputs[0][0] if isinstance(outputs[0], list) else outputs[0])
+            return self.flattened.get(name, name)
         return nodes[-1][0] if nodes else ""
 
     def _input(self, batch_shape: object) -> None:
@@ -302,6 +338,11 @@ class _Importer:
         elif (layer.get("module"), kind) == RESIDUAL_SCALE and len(inputs) == 2:  # the branch rescaled, then added
             scaled = self._emit(f"{name}/scale", "rescale", inputs[1:], scale=float(config["scale"]))
             out = self._emit(name, "add", [inputs[0], scaled])
+        elif (layer.get("module"), kind) == LAYER_SCALE:
+            if config.get("projection_dim") != self.shapes[inputs[0]][-1]:
+                raise _Refused(f"scales {config.get('projection_dim')!r} values per position of a tensor of shape "
+                               f"{self.shapes[inputs[0]]}; the spec's layerscale scales each channel")
+            out = self._emit(name, "layerscale", inputs)
         else:
             out = self._mapped(name, kind, config, inputs, owed)
         if config.get("activation") is not None:
@@ -311,12 +352,15 @@ class _Importer:
         self.alias[name] = out
 
     def _operation(self, name: str, kind: str, layer: dict, inputs: list[str]) -> str:
-        """A keras.ops call on one tensor and one number (OPERATIONS) as the spec's rescale."""
+        """A keras.ops call on one tensor and one number (OPERATIONS) as the spec's rescale, or on two tensors
+        (JOINS) as its add or multiply."""
         args = (layer.get("inbound_nodes") or [{}])[0].get("args", [])
         numbers = [arg for arg in args if isinstance(arg, (int, float)) and not isinstance(arg, bool)]
+        if kind in JOINS and len(inputs) == 2 and not numbers:
+            return self._emit(name, JOINS[kind], inputs)
         if kind not in OPERATIONS or len(inputs) != 1 or len(numbers) != 1:
             raise _Refused(f"is keras.ops' {kind} of {len(inputs)} tensors and {len(numbers)} numbers; the spec has a "
-                           f"tensor plus or times a number (a rescale)")
+                           f"tensor plus or times a number (a rescale), and the sum or product of two tensors")
         return self._emit(name, "rescale", inputs, **{OPERATIONS[kind]: float(numbers[0])})
 
     def _norm_over_channels(self, config: dict, source: str, layer: str, option: str, doing: str,
@@ -393,8 +437,8 @@ class _Importer:
         if kind in ("Flatten", "Add", "Multiply", "Concatenate"):
             return self._joined(name, kind, config, inputs)
         raise _Refused("has no counterpart in the spec: its layers are convs (grouped, depthwise, separable), batch "
-                       "and layer norm, normalization, rescaling, dense, pools, padding, upsampling, reshape, "
-                       "dropout, flatten, activations, add, multiply and concat (docs/models.md)")
+                       "and layer norm, normalization, rescaling, ConvNeXt's layer scale, dense, pools, padding, "
+                       "upsampling, reshape, dropout, flatten, activations, add, multiply and concat (docs/models.md)")
 
     def _zero_padding(self, name: str, config: dict, inputs: list[str]) -> str:
         """A ZeroPadding2D: owed to its sole reader where that layer can pad alike on every side, else zeropad2d."""

@@ -11,9 +11,10 @@ LSTM, attention, a custom op) is refused in one line naming the file, the node a
 approximated: an estimate of a different net would be silently wrong.
 
 Counts: the spec's weights are exactly the constants (initializers, or Constant nodes) that a Conv, Gemm,
-MatMul (with the Add of its bias), BatchNormalization or LayerNormalization reads as weights, so the spec's
-param_count + statistics_count is their total size. Constants that only shape the computation (Reshape's shape,
-Clip's bounds, Pad's pads, Resize's scales, Dropout's ratio) are not weights and are not counted. A constant
+MatMul (with the Add of its bias), BatchNormalization or LayerNormalization reads as weights (and the initializer a
+Mul multiplies by per channel: a layer scale's), so the spec's param_count + statistics_count is their total size.
+Constants that only shape the computation (Reshape's shape, Clip's bounds, Pad's pads, Resize's scales, Dropout's
+ratio) are not weights and are not counted. A constant
 two nodes read counts once per reader: the spec shares no weights, and an exporter may store equal values once
 (torch's stores a fresh batch norm's scale and running variance, all ones, as one initializer).
 
@@ -51,7 +52,8 @@ GATED = {"Sigmoid": "silu", "HardSigmoid": "hard_swish"}
 HARD_SIGMOID = (np.float32(1 / 6), np.float32(0.5))
 SUPPORTED = ("Conv, BatchNormalization, Gemm, MatMul (+ Add), Relu, Clip(0, 6), Sigmoid, HardSigmoid (alpha 1/6, "
              "beta 0.5), HardSwish, Gelu, LayerNormalization, "
-             "Add, Mul, Concat, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, Flatten, Reshape, Transpose, "
+             "Add, Mul (or by a per-channel initializer), Concat, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, "
+             "Flatten, Reshape, Transpose, "
              "Pad, Resize, Dropout, Identity, Softmax at the output")
 
 
@@ -206,6 +208,7 @@ class _Importer:
     weights: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # spec name -> canonical arrays
     tensors: dict[str, _Tensor] = field(default_factory=dict)  # ONNX tensor name -> its spec value
     constants: dict[str, np.ndarray] = field(default_factory=dict)
+    parameters: set[str] = field(default_factory=set)  # the constants that are the file's initializers (or alias one)
     readers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
     dropouts: dict[int, DropoutMask] = field(default_factory=dict)  # Muls (by id) that are a dropout's arithmetic
     folded: set[int] = field(default_factory=set)  # nodes (by id) an earlier node took in: an Add of a bias, a Mul
@@ -216,6 +219,7 @@ class _Importer:
         declared = {node.output[0]: constant_value(node) for node in self.graph.node if node.op_type == "Constant"}
         self.constants = ({init.name: numpy_helper.to_array(init) for init in self.graph.initializer} | self.computed
                           | {name: value for name, value in declared.items() if value is not None})
+        self.parameters = {init.name for init in self.graph.initializer} - self.computed.keys()
         self._input()
         outputs = [output.name for output in self.graph.output]
         if len(outputs) != 1:
@@ -366,6 +370,8 @@ class _Importer:
             return  # its value is among the constants, read with the initializers
         elif op == "Identity" and node.input[0] in self.constants:  # torch's exporter aliases weights so
             self.constants[node.output[0]] = self.constants[node.input[0]]
+            if node.input[0] in self.parameters:
+                self.parameters.add(node.output[0])
         elif op in ("Identity", "Dropout"):
             self._identity(node, label)
         elif op == "Conv":
@@ -458,12 +464,29 @@ class _Importer:
                   value.layout)
 
     def _join(self, node: onnx.NodeProto, label: str) -> None:
-        """Add or Mul of two tensors of one layout, as the spec's add or multiply."""
+        """Add or Mul of two tensors of one layout, as the spec's add or multiply; a Mul by a parameter, as the
+        spec's layerscale."""
+        if node.op_type == "Mul" and any(name in self.constants for name in node.input):
+            self._layer_scale(node, label)
+            return
         values = [self._value(node, 0), self._value(node, 1)]
         if len({value.layout for value in values}) != 1:
             raise _Refused("joins tensors of different layouts")
         kind = "add" if node.op_type == "Add" else "multiply"
         self._set(node, self._emit(label, kind, [value.spec for value in values]), values[0].layout)
+
+    def _layer_scale(self, node: onnx.NodeProto, label: str) -> None:
+        """A tensor times an initializer (not the exporter's arithmetic) of one value per channel: (C, 1, 1) on a
+        channels-first image (torchvision's ConvNeXt's layer_scale), (C,) on the last axis of a flat or channels-last
+        tensor. Its values are the layer scale's trainable weights."""
+        position = next(i for i, name in enumerate(node.input) if name in self.constants)
+        value, gamma = self._value(node, 1 - position), self._constant(node, position, "scale")
+        shape = self.shapes[value.spec]
+        wanted = (shape[-1], 1, 1) if value.layout == FIRST else (shape[-1],)
+        if isinstance(value.layout, tuple) or gamma.shape != wanted or node.input[position] not in self.parameters:
+            raise _Refused(f"multiplies by a constant of shape {list(gamma.shape)}; the spec's layerscale multiplies "
+                           f"by a parameter (an initializer) of one value per channel, {list(wanted)} here")
+        self._set(node, self._emit(label, "layerscale", [value.spec], {"scale": gamma.reshape(-1)}), value.layout)
 
     def _concat(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         """Concat over the channels of tensors of one layout, the only join the spec's concat makes."""
