@@ -281,10 +281,12 @@ def _zoo(args: argparse.Namespace) -> int:
     known = {name for _, names in zoo.SOURCES.values() for name in names}
     if unknown or not sources:
         raise SpecError(f"unknown source {', '.join(unknown) or '(none)'}; valid: {', '.join(zoo.SOURCES)}")
-    if set(nets) - known:
-        raise SpecError(f"not a zoo net: {', '.join(sorted(set(nets) - known))} (docs/models.md lists them)")
+    trained = [name for name in args.train_nets.split(",") if name]
+    if set(nets + trained) - known:
+        raise SpecError(f"not a zoo net: {', '.join(sorted(set(nets + trained) - known))} (docs/models.md lists "
+                        f"them)")
     out = zoo.run_zoo(Path(args.out) if args.out else None, Path(args.work) if args.work else None, sources, nets,
-                      args.frameworks, [] if args.no_train else args.frameworks)
+                      args.frameworks, [] if args.no_train else args.frameworks, trained)
     print(f"python -m suites zoo: wrote {out / 'zoo.md'}")
     return 0
 
@@ -506,6 +508,8 @@ def parser() -> argparse.ArgumentParser:
     zoo.add_argument("--frameworks", type=_framework_list, default="torch,jax",
                      help="where outputs are checked and a training step is measured (default torch,jax)")
     zoo.add_argument("--no-train", action="store_true", help="import and check only")
+    zoo.add_argument("--train-nets", default="", help="comma-separated: only these are trained (default: every "
+                                                      "imported net; a later call trains the rest)")
     zoo.add_argument("--out", help="the folder (default: results/zoo-<commit>/)")
     zoo.add_argument("--work", help="where the built model files stay, so a second call rebuilds nothing (default: "
                                     "results/local/zoo/)")

@@ -9,10 +9,11 @@ from pathlib import Path
 from tests.conftest import run_cli
 
 
-def test_a_keras_net_is_built_imported_and_checked_into_the_table(tmp_path: Path) -> None:
+def test_a_keras_net_is_built_imported_checked_and_trained_into_the_table(tmp_path: Path) -> None:
     """MobileNetV3Small, as keras.applications builds it (hard swish, squeeze-and-excite, its preprocessing): Keras's
-    exact counts, and with Keras's own weights torch gives Keras's outputs."""
-    done = run_cli("zoo", "--sources", "keras", "--nets", "MobileNetV3Small", "--frameworks", "torch", "--no-train",
+    exact counts, with Keras's own weights torch gives Keras's outputs, and its training step in torch is measured
+    beside the estimate."""
+    done = run_cli("zoo", "--sources", "keras", "--nets", "MobileNetV3Small", "--frameworks", "torch",
                    "--out", str(tmp_path / "table"), "--work", str(tmp_path / "built"), timeout=900)
     assert done.returncode == 0, done.stderr
     data = json.loads((tmp_path / "table" / "zoo.json").read_text())
@@ -20,7 +21,10 @@ def test_a_keras_net_is_built_imported_and_checked_into_the_table(tmp_path: Path
     (row,) = data["rows"]
     assert row["name"] == "MobileNetV3Small" and row["reason"] is None and row["check_reason"] is None
     assert row["spec_counts"] == row["source_counts"] and row["source_counts"][1] == 12_112
-    assert 0 <= row["check"]["torch"] <= data["check"]["tolerance"] and row["train"] == {}
+    assert 0 <= row["check"]["torch"] <= data["check"]["tolerance"]
+    assert row["train"]["torch"]["status"] == "ok" and abs(row["train"]["torch"]["estimate_error"]) < 1
+    run = json.loads((tmp_path / "built" / "zoo-cpu.json").read_text())
+    assert [record["scenario"]["batch"] for record in run["records"]] == [8]
     assert "| keras | MobileNetV3Small | 64 |" in (tmp_path / "table" / "zoo.md").read_text()
 
 

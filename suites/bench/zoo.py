@@ -6,8 +6,9 @@ optimize=False), then imported as a user's file is. Per net the table says: impo
 reason; the spec's counts against the source's; the largest output difference per framework with the file's own
 weights (`models --check`, suites/run/import_check.py); and the estimate's error on a training step at batch 8 on
 this CPU per framework (the rise of train step 2, the driver's view). Written to `results/zoo-<commit>/`: zoo.json
-(self-describing), zoo.md (the table) and the run file of the training steps (`python -m suites errors` reads it).
-The built files stay in results/local/zoo/ (git-ignored), so a second call rebuilds nothing and resumes the run.
+(self-describing) and zoo.md (the table), after each step. The built files and the run file of the training steps
+(`python -m suites errors` reads it; each record names its commit) stay in results/local/zoo/ (git-ignored): a
+second call rebuilds nothing and trains only what the run file lacks.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -135,30 +137,37 @@ def _check(rows: dict[str, Row], files: dict[str, str], frameworks: list[str]) -
         return
 
 
-def _train(rows: dict[str, Row], files: dict[str, str], run: RunFile, frameworks: list[str]) -> None:
+def _train(rows: dict[str, Row], files: dict[str, str], run: RunFile, frameworks: list[str],
+           written: Callable[[], None]) -> None:
+    """Each net's training step in each framework (those the run file already has ok are kept), the table written
+    again after each net."""
     for name, path in files.items():
         for framework in frameworks:
             scenario = Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH, device="cpu")
             if not run.has_ok(scenario):
                 print(f"zoo: training {name} in {framework}", flush=True)
                 run.add(run_scenario(scenario, timeout=SCENARIO_TIMEOUT_S))
+        _estimate_errors(rows, run)
+        written()
+
+
+def _estimate_errors(rows: dict[str, Row], run: RunFile) -> None:
+    """Each trained net's status and the estimate's error, from the run file read again with today's rules."""
     accounted = accounting.reaccount(run.data)
-    by_key = {(record["scenario"]["model_file"], record["scenario"]["framework"]): record for record in accounted}
     errors_of = {(row.model, row.framework): row.error for row in errors.rows({"records": accounted})
                  if row.phase == "train_step_2" and row.view == "driver" and row.source == "footprint"}
-    for name, path in files.items():
-        for framework in frameworks:
-            record = by_key.get((path, framework))
-            if record:
-                model = record["scenario"]["model"]
-                rows[name].train[framework] = {"status": record["status"],
-                                               "estimate_error": errors_of.get((model, framework))}
+    for record in accounted:
+        scenario = record["scenario"]
+        name = Path(scenario["model_file"]).stem
+        if name in rows:
+            rows[name].train[scenario["framework"]] = {
+                "status": record["status"], "estimate_error": errors_of.get((scenario["model"], scenario["framework"]))}
 
 
 def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
-            train_frameworks: list[str]) -> Path:
-    """Builds (into `work`), imports, checks and trains every net asked for; writes the table; returns its
-    folder."""
+            train_frameworks: list[str], train_only: list[str]) -> Path:
+    """Builds (into `work`), imports, checks and trains every net asked for (`train_only`: only those are
+    trained), writing the table after each step; returns its folder."""
     out = out or ROOT / "results" / f"zoo-{_short_commit()}"
     work = work or ROOT / "results" / "local" / "zoo"
     out.mkdir(parents=True, exist_ok=True)
@@ -174,19 +183,24 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
             rows[name] = Row(source, name, SOURCES[source][1][name])
             if _import(rows[name], built):
                 files[name] = built["file"]
+
+    def written() -> None:
+        data = {"schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
+                "machine": environment.machine(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
+                          "error": "the estimate's relative error on the rise of train step 2 (driver's view)"},
+                "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
+                          "difference": "largest absolute output difference over the reference's largest value"},
+                "rows": [asdict(row) for row in rows.values()]}
+        atomic_write_json(out / "zoo.json", data)
+        (out / "zoo.md").write_text(markdown(data))
+
     print(f"zoo: {len(files)} of {len(rows)} nets imported; checking their outputs", flush=True)
     _check(rows, files, check_frameworks)
+    written()
     if train_frameworks:
-        run = RunFile("zoo", "cpu", out / "zoo-cpu.json")
-        _train(rows, files, run, train_frameworks)
+        run = RunFile("zoo", "cpu", work / "zoo-cpu.json")  # beside the built files it names, never published
+        _train(rows, {name: path for name, path in files.items() if not train_only or name in train_only}, run,
+               train_frameworks, written)
         run.finish()
-    data = {"schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
-            "machine": environment.machine(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
-                      "error": "the estimate's relative error on the rise of train step 2 (driver's view)"},
-            "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
-                      "difference": "largest absolute output difference over the reference's largest value"},
-            "rows": [asdict(row) for row in rows.values()]}
-    atomic_write_json(out / "zoo.json", data)
-    (out / "zoo.md").write_text(markdown(data))
     return out

@@ -23,7 +23,7 @@ def _check(row: dict, framework: str) -> str:
 def _train(row: dict, framework: str) -> str:
     found = row["train"].get(framework)
     if not found:
-        return "-"
+        return "not run" if row["spec_counts"] is not None else "-"
     if found["status"] != "ok":
         return found["status"]
     return "no estimate" if found["estimate_error"] is None else f"{found['estimate_error']:+.1%}"
