@@ -35,6 +35,7 @@ from models.spec import (
     BatchNorm,
     Concat,
     Conv2D,
+    Crop2D,
     Dense,
     Dropout,
     Flatten,
@@ -419,6 +420,7 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               LayerScale: lambda: x * params["scale"], Rescale: lambda: x * layer.scale + layer.offset,
               Normalize: lambda: _normalized(layer, state, x),
               ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),
+              Crop2D: lambda: x[:, layer.top:x.shape[1] - layer.bottom, layer.left:x.shape[2] - layer.right],
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
               Concat: lambda: numpy.concatenate(inputs, axis=-1)}
     return simple[type(layer)](), None

@@ -23,6 +23,7 @@ from models.spec import (
     BatchNorm,
     Concat,
     Conv2D,
+    Crop2D,
     Dense,
     Dropout,
     Flatten,
@@ -175,6 +176,17 @@ def _reshape(shape: tuple[int, ...]) -> torch.nn.Module:
     return Reshape()
 
 
+def _crop(layer: Crop2D) -> torch.nn.Module:
+    """The image's sides sliced off, a view (torch has no cropping module; ZeroPad2d's negative padding copies)."""
+
+    class Crop(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            height, width = inputs.shape[2:]
+            return inputs[:, :, layer.top:height - layer.bottom, layer.left:width - layer.right]
+
+    return Crop()
+
+
 def _rescale(scale: float, offset: float) -> torch.nn.Module:
     """x * scale + offset with constants, as Keras's Rescaling (torch has no such module)."""
 
@@ -322,6 +334,7 @@ class TorchAdapter(Adapter):
             Rescale: lambda: _rescale(layer.scale, layer.offset),
             Normalize: lambda: _normalize(layer, step.input_shape, self.device),
             ZeroPad2D: lambda: nn.ZeroPad2d((layer.left, layer.right, layer.top, layer.bottom)),
+            Crop2D: lambda: _crop(layer),
             Upsample2D: lambda: nn.Upsample(scale_factor=layer.scale, mode=layer.interpolation,
                                             align_corners=False if layer.interpolation == "bilinear" else None),
             Reshape: lambda: _reshape(layer.shape),

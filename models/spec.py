@@ -466,27 +466,49 @@ class Normalize(_SameShape):
 
 
 @dataclass(frozen=True)
-class ZeroPad2D(_OneInput):
-    """Zeros around an image, per side: the padding a conv or pool cannot take itself (uneven, as EfficientNet's
-    ((0, 1), (0, 1)) before a stride-2 conv)."""
+class _Sides(_OneInput):
+    """Pixels on each side of an image, each checked alike: what a zero padding adds or a crop removes."""
 
     top: int = 0
     bottom: int = 0
     left: int = 0
     right: int = 0
-    kind: ClassVar[str] = "zeropad2d"
+    kind: ClassVar[str]
 
     def __post_init__(self) -> None:
         for side in ("top", "bottom", "left", "right"):
             value = getattr(self, side)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SpecError(f"zeropad2d.{side} must be pixels >= 0, got {_shown(value)}")
-            _at_most(value, f"zeropad2d.{side}")
+                raise SpecError(f"{self.kind}.{side} must be pixels >= 0, got {_shown(value)}")
+            _at_most(value, f"{self.kind}.{side}")
+
+
+@dataclass(frozen=True)
+class ZeroPad2D(_Sides):
+    """Zeros around an image, per side: the padding a conv or pool cannot take itself (uneven, as EfficientNet's
+    ((0, 1), (0, 1)) before a stride-2 conv)."""
+
+    kind: ClassVar[str] = "zeropad2d"
 
     def output_shape(self, shape: Shape) -> Shape:
         h, w, c = _image(shape, self.kind)
         return (_at_most(h + self.top + self.bottom, "zeropad2d's height"),
                 _at_most(w + self.left + self.right, "zeropad2d's width"), c)
+
+
+@dataclass(frozen=True)
+class Crop2D(_Sides):
+    """Pixels cut off an image's sides: NASNet's one-pixel shift (a zero row and column padded after, one cropped
+    before) that moves a stride-2 pool's windows onto the odd pixels."""
+
+    kind: ClassVar[str] = "crop2d"
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, c = _image(shape, self.kind)
+        if self.top + self.bottom >= h or self.left + self.right >= w:
+            raise SpecError(f"crop2d removes {self.top} + {self.bottom} of {h} rows or {self.left} + {self.right} of "
+                            f"{w} columns, leaving none")
+        return h - self.top - self.bottom, w - self.left - self.right, c
 
 
 @dataclass(frozen=True)
@@ -582,11 +604,11 @@ class Multiply(_Merge):
 
 Layer = (Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | SiLU
          | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D
-         | Upsample2D | Reshape | Add | Concat | Multiply)
+         | Crop2D | Upsample2D | Reshape | Add | Concat | Multiply)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6, SiLU, Sigmoid,
-    HardSigmoid, HardSwish, GELU, LayerNorm, LayerScale, Rescale, Normalize, ZeroPad2D, Upsample2D, Reshape, Add,
-    Concat, Multiply)}
+    HardSigmoid, HardSwish, GELU, LayerNorm, LayerScale, Rescale, Normalize, ZeroPad2D, Crop2D, Upsample2D, Reshape,
+    Add, Concat, Multiply)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "layerscale", "rescale",
                "normalize")

@@ -128,8 +128,10 @@ g = layers.GlobalAveragePooling2D(keepdims=True, name="gap")(layers.Multiply(nam
 d = layers.MaxPooling2D(3, strides=2, padding="same", name="max_uneven")(c)  # 6x6 to 3x3, 1 pixel after
 e = layers.AveragePooling2D(3, strides=2, padding="same", name="avg_uneven")(c)  # the same, left out of the mean
 e = layers.AveragePooling2D(3, strides=1, padding="same", name="avg_inside")(e)  # NASNet's, Inception's
+f = layers.Cropping2D(((1, 0), (1, 0)), name="shift")(layers.ZeroPadding2D(((0, 1), (0, 1)), name="shift_pad")(c))
+f = layers.AveragePooling2D(1, strides=2, name="avg_shifted")(f)  # NASNet's reduction cell: the odd pixels, 3x3
 g = layers.Add(name="both")([g, layers.GlobalAveragePooling2D(keepdims=True, name="gap_uneven")(
-    layers.Add(name="pools")([d, e]))])
+    layers.Add(name="pools")([d, e, f]))])
 g = layers.Dropout(0.3, noise_shape=(None, 1), name="drop")(layers.Reshape((-1,), name="flat")(g))
 net = saved(keras.Model(x_in, layers.Dense(3, activation="sigmoid", name="out")(g), name="assorted"), "assorted")
 reference(net, "assorted", rng.standard_normal((2, 12, 12, 4)).astype("float32"), "mse")
@@ -287,6 +289,8 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
                                     "count_include_pad": False}
     assert layers["avg_inside"] == {"type": "avgpool2d", "pool": 3, "stride": 1, "padding": 1,
                                     "count_include_pad": False}
+    assert layers["shift_pad"] == {"type": "zeropad2d", "bottom": 1, "right": 1}  # NASNet's one-pixel shift
+    assert layers["shift"] == {"type": "crop2d", "top": 1, "left": 1}
     assert layers["up"]["interpolation"] == "bilinear" and layers["hard/hard_sigmoid"] == {"type": "hard_sigmoid"}
     assert layers["hswish"] == {"type": "hard_swish"} and layers["gate_relu6"] == {"type": "relu6"}
     assert _readers(built[0] / "assorted.keras", "gate_conv", 3) == KERAS_HARD_SIGMOID

@@ -81,12 +81,12 @@ def residual_net() -> tuple[onnx.ModelProto, str]:
 
 def newer_net() -> tuple[onnx.ModelProto, str]:
     """The newer kinds: an uneven Pad folded before a conv, clip (relu6), a squeeze-and-excite block (reshapes,
-    sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, padded average pools
-    (counting the padding, and not), a max pool rounding up (ceil_mode), a depthwise conv, HardSwish, x *
-    HardSigmoid(x) (torch's Hardswish before opset 14) and HardSigmoid as torch exports it (alpha 1/6), layer scales
-    (a Mul by a (C, 1, 1) initializer, and by a (C,) one channels-last), layer norm over channels (between
-    transposes) and over features, gelu, the flatten of a real map into a MatMul + Add, dropout, and a softmax at
-    the output.
+    sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, a Slice of height and
+    width (a crop), padded average pools (counting the padding, and not), a max pool rounding up (ceil_mode), a
+    depthwise conv, HardSwish, x * HardSigmoid(x) (torch's Hardswish before opset 14) and HardSigmoid as torch
+    exports it (alpha 1/6), layer scales (a Mul by a (C, 1, 1) initializer, and by a (C,) one channels-last), layer
+    norm over channels (between transposes) and over features, gelu, the flatten of a real map into a MatMul + Add,
+    dropout, and a softmax at the output.
     Returns the model and its pre-softmax scores' name."""
     net = _Net(3, 8)
     x = net.node("Pad", ["image", net.constant("pads", [0, 0, 0, 1, 0, 0, 1, 0])], "pad")  # top 0 left 1 bottom 1
@@ -101,6 +101,8 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     g = net.node("Mul", [g, net.node("Sigmoid", [g], "swish_gate")], "swish")
     x = net.node("Concat", [s, g], "cat", axis=1)  # 16 channels
     x = net.node("Resize", [x, "", net.constant("twice", [1, 1, 2, 2], np.float32)], "up", mode="nearest")  # 8
+    x = net.node("Slice", [x, net.constant("from", [1, 0]), net.constant("to", [2**63 - 1, -1]),
+                           net.constant("hw", [2, 3])], "crop")  # 7: the first row and the last column cut off
     x = net.node("AveragePool", [x], "avg", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                  count_include_pad=1)  # 4
     x = net.node("HardSwish", [net.conv(x, "depthwise", 16, 16, 3, group=16, pads=[1, 1, 1, 1])], "hswish")
@@ -158,6 +160,7 @@ def test_mapping(tmp_path: Path) -> None:
                                                     "inputs": []}  # the Pad, uneven, before the conv's own
     assert layers["stem_relu6"]["type"] == "relu6" and layers["se"]["type"] == "multiply"
     assert layers["swish"]["type"] == "silu" and "swish_gate" not in layers
+    assert layers["crop"] | {"inputs": []} == {"type": "crop2d", "top": 1, "right": 1, "name": "crop", "inputs": []}
     assert layers["hswish"]["type"] == layers["hswish13"]["type"] == "hard_swish" and "hswish_gate" not in layers
     assert layers["hsigmoid"]["type"] == "hard_sigmoid"
     assert layers["scale"]["type"] == layers["scale_last"]["type"] == "layerscale"
@@ -271,6 +274,10 @@ REFUSED = {
     "uncounted": (lambda: _one_node("AveragePool", "avg", [], [], kernel_shape=[3, 3], pads=[0, 0, 1, 1]),
                   "node 'avg' (AveragePool) pads (0, 1, 0, 1) (top, bottom, left, right), not the same on every side, "
                   "and the padding never counts"),
+    "strided": (lambda: _one_node("Slice", "every_other", ["from", "to", "axes", "steps"], [
+        numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("from", [0]), ("to", [4]), ("axes", [2]),
+                                                                       ("steps", [2]))]),
+                "node 'every_other' (Slice) slices axes [2] by steps [2]"),
     "dilated": (lambda: _one_node("Conv", "atrous", ["W"], [numpy_helper.from_array(np.zeros((2, 2, 3, 3),
                                                                                            np.float32), "W")],
                                   dilations=[2, 2]), "node 'atrous' (Conv) is dilated"),

@@ -17,6 +17,7 @@ from models.spec import (
     BatchNorm,
     Concat,
     Conv2D,
+    Crop2D,
     Dense,
     Dropout,
     Flatten,
@@ -111,16 +112,17 @@ def dense_heatmap(dropout: float) -> ModelSpec:
 
 
 def excite(dropout: float) -> ModelSpec:
-    """EfficientNet's layers: rescale and normalize of the input (by state, then by constants), uneven zero
-    padding before a stride-2 valid conv, SiLU, two squeeze-and-excite gates (global pooling kept as (1, 1, C),
-    and flat then reshaped; a sigmoid; the multiply broadcasting either way round, once of three inputs), dropout
-    per example on a residual branch (0 in training), average pooling with padding, nearest and bilinear
-    upsampling."""
+    """EfficientNet's layers: rescale and normalize of the input (by state, then by constants), uneven zero padding
+    and a crop of every side before a stride-2 valid conv, SiLU, two squeeze-and-excite gates (global pooling kept
+    as (1, 1, C), and flat then reshaped; a sigmoid; the multiply broadcasting either way round, once of three
+    inputs), dropout per example on a residual branch (0 in training), average pooling with padding, nearest and
+    bilinear upsampling."""
     net = Graph()
     net.add(Rescale(0.5, -0.1))
     net.add(Normalize())
     net.add(Normalize(mean=(0.1, -0.2, 0.3), variance=(0.5, 2.0, 1.5)))  # constants, no state
-    net.add(ZeroPad2D(bottom=1, right=1))  # 16 -> 17, then 8 by the stride-2 valid conv
+    net.add(ZeroPad2D(bottom=1, right=1))  # 16 -> 17
+    net.add(Crop2D(top=1, bottom=2, left=3, right=1))  # 17 -> 14 by 13, then 6 by 6 by the stride-2 valid conv
     net.add(Conv2D(8, 3, 2, "valid"))
     net.add(BatchNorm())
     x = net.add(SiLU())
@@ -136,7 +138,7 @@ def excite(dropout: float) -> ModelSpec:
     net.add(Multiply(), gate, y, gate)
     net.add(Dropout(dropout, per_example=True))
     net.add(Add(), x, len(net.layers) - 1)
-    pooled = net.add(AvgPool2D(3, 2, padding=1))  # 8 -> 4, the padding's zeros counted
+    pooled = net.add(AvgPool2D(3, 2, padding=1))  # 6 -> 3, the padding's zeros counted
     nearest = net.add(Upsample2D(2), pooled)
     bilinear = net.add(Upsample2D(2, "bilinear"), pooled)
     net.add(Concat(), nearest, bilinear)

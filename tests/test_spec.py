@@ -108,6 +108,8 @@ def _net(*layers: dict) -> dict:
     (_net({"type": "upsample2d", "interpolation": "bicubic"}), "upsample2d.interpolation must be one of nearest"),
     (_net({"type": "upsample2d", "scale": 0}), "upsample2d.scale must be a positive integer"),
     (_net({"type": "zeropad2d", "top": -1}), "zeropad2d.top must be pixels >= 0"),
+    (_net({"type": "crop2d", "left": 1.5}), "crop2d.left must be pixels >= 0"),
+    (_net({"type": "crop2d", "top": 3, "bottom": 1}), "crop2d removes 3 \\+ 1 of 4 rows or 0 \\+ 0 of 4 columns"),
     (_net({"type": "gelu", "approximate": "yes"}), "gelu.approximate must be true or false"),
     (_net({"type": "layernorm", "epsilon": float("nan")}), "layernorm.epsilon must be a positive number"),
     (_net({"type": "batchnorm", "epsilon": float("inf")}), "batchnorm.epsilon must be a positive number"),

@@ -149,7 +149,8 @@ def _square(value: object, what: str) -> int:
 
 
 def _pads(value: object) -> tuple[int, int, int, int]:
-    """ZeroPadding2D's padding (an int, (height, width), or ((top, bottom), (left, right))) per side."""
+    """ZeroPadding2D's padding or Cropping2D's cropping (an int, (height, width), or ((top, bottom), (left, right)))
+    per side."""
     (top, bottom), (left, right) = [_pair(side) for side in _pair(value)]
     return int(top), int(bottom), int(left), int(right)
 
@@ -432,13 +433,14 @@ class _Importer:
             return self._emit(name, "relu6" if top == 6 else "relu", inputs)
         if kind == "Activation":
             return inputs[0]  # its activation follows, as any layer's
-        if kind in ("Rescaling", "UpSampling2D", "Reshape", "GlobalAveragePooling2D", "Dropout"):
+        if kind in ("Rescaling", "UpSampling2D", "Cropping2D", "Reshape", "GlobalAveragePooling2D", "Dropout"):
             return self._reshaped(name, kind, config, inputs)
         if kind in ("Flatten", "Add", "Multiply", "Concatenate"):
             return self._joined(name, kind, config, inputs)
         raise _Refused("has no counterpart in the spec: its layers are convs (grouped, depthwise, separable), batch "
                        "and layer norm, normalization, rescaling, ConvNeXt's layer scale, dense, pools, padding, "
-                       "upsampling, reshape, dropout, flatten, activations, add, multiply and concat (docs/models.md)")
+                       "cropping, upsampling, reshape, dropout, flatten, activations, add, multiply and concat "
+                       "(docs/models.md)")
 
     def _zero_padding(self, name: str, config: dict, inputs: list[str]) -> str:
         """A ZeroPadding2D: owed to its sole reader where that layer can pad alike on every side, else zeropad2d."""
@@ -488,7 +490,7 @@ class _Importer:
 
     def _reshaped(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """The one-input layers without weights that change a tensor's values or shape: rescaling, upsampling,
-        reshape, global average pooling and dropout."""
+        cropping, reshape, global average pooling and dropout."""
         if kind == "Rescaling":
             scale, offset = config.get("scale", 1.0), config.get("offset", 0.0)
             if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in (scale, offset)):
@@ -501,6 +503,9 @@ class _Importer:
                 raise _Refused(f"interpolates {interpolation!r}; the spec's upsample2d is nearest or bilinear")
             return self._emit(name, "upsample2d", inputs, scale=_square(config.get("size", 2), "size"),
                               interpolation=interpolation)
+        if kind == "Cropping2D":
+            top, bottom, left, right = _pads(config["cropping"])
+            return self._emit(name, "crop2d", inputs, top=top, bottom=bottom, left=left, right=right)
         if kind == "Reshape":
             return self._emit(name, "reshape", inputs, shape=self._target_shape(config["target_shape"], inputs[0]))
         if kind == "GlobalAveragePooling2D":

@@ -54,7 +54,7 @@ SUPPORTED = ("Conv, BatchNormalization, Gemm, MatMul (+ Add), Relu, Clip(0, 6), 
              "beta 0.5), HardSwish, Gelu, LayerNormalization, "
              "Add, Mul (or by a per-channel initializer), Concat, MaxPool, AveragePool, GlobalAveragePool, ReduceMean, "
              "Flatten, Reshape, Transpose, "
-             "Pad, Resize, Dropout, Identity, Softmax at the output")
+             "Pad, Slice (of H and W), Resize, Dropout, Identity, Softmax at the output")
 
 
 class _Refused(Exception):
@@ -408,6 +408,8 @@ class _Importer:
             self._transpose(node, attributes)
         elif op == "Pad":
             self._pad(node, attributes, label)
+        elif op == "Slice":
+            self._slice(node, label)
         elif op == "Resize":
             self._resize(node, attributes, label)
         elif op in ("Softmax", "LogSoftmax"):
@@ -705,6 +707,27 @@ class _Importer:
             return
         self._set(node, self._emit(label, "zeropad2d", [value.spec], top=top, bottom=bottom, left=left,
                                    right=right), FIRST)
+
+    def _slice(self, node: onnx.NodeProto, label: str) -> None:
+        """Rows and columns cut off a channels-first image: a crop2d, its starts and ends constant (ONNX clamps them
+        to the axis, a negative one counting from its end) and every step 1."""
+        value = self._value(node, 0)
+        height, width, _ = self._image_shape(value)
+        starts, ends = self._constant(node, 1, "starts"), self._constant(node, 2, "ends")
+        axes, steps = self._constant(node, 3, "axes"), self._constant(node, 4, "steps")
+        starts, ends = [int(start) for start in starts.reshape(-1)], [int(end) for end in ends.reshape(-1)]
+        axes = [_axis(int(a), 4) for a in axes.reshape(-1)] if axes is not None else list(range(len(starts)))
+        steps = [int(step) for step in steps.reshape(-1)] if steps is not None else [1] * len(starts)
+        if set(axes) - {2, 3} or set(steps) - {1} or len({len(starts), len(ends), len(axes), len(steps)}) > 1:
+            raise _Refused(f"slices axes {axes} by steps {steps}; the spec's crop2d cuts H and W (axes 2, 3) by "
+                           f"steps of 1")
+        sizes = {2: height, 3: width}
+        kept = {axis: (0, size) for axis, size in sizes.items()}
+        for axis, start, end in zip(axes, starts, ends, strict=True):
+            kept[axis] = tuple(min(max(at + sizes[axis] if at < 0 else at, 0), sizes[axis]) for at in (start, end))
+        (top, bottom), (left, right) = [(first, sizes[axis] - last) for axis, (first, last) in sorted(kept.items())]
+        self._set(node, self._emit(label, "crop2d", [value.spec], top=top, bottom=bottom, left=left, right=right),
+                  FIRST)
 
     def _resize(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         value = self._value(node, 0)
