@@ -30,7 +30,7 @@ from suites.report.zoo_table import markdown
 from suites.run import environment, import_check
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, interpreter
-from suites.run.runfile import RunFile
+from suites.run.runfile import RunFile, commits
 
 SCHEMA_VERSION = 1
 KIND = "footprint-zoo"
@@ -184,11 +184,14 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
             if _import(rows[name], built):
                 files[name] = built["file"]
 
+    run: RunFile | None = None
+
     def written() -> None:
         data = {"schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
                 "machine": environment.machine(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
-                          "error": "the estimate's relative error on the rise of train step 2 (driver's view)"},
+                          "error": "the estimate's relative error on the rise of train step 2 (driver's view)",
+                          "records_by_commit": commits(run.data) if run else {}},  # a resumed run's are older
                 "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
                           "difference": "largest absolute output difference over the reference's largest value"},
                 "rows": [asdict(row) for row in rows.values()]}

@@ -29,6 +29,13 @@ def _train(row: dict, framework: str) -> str:
     return "no estimate" if found["estimate_error"] is None else f"{found['estimate_error']:+.1%}"
 
 
+def _measured_at(train: dict) -> str:
+    """Which commits measured the training records (a resumed run keeps those an earlier commit measured)."""
+    found = sorted(train.get("records_by_commit", {}).items())
+    return "; its records were measured at " + ", ".join(f"{commit[:7]} ({count})" for commit, count in found) \
+        if found else ""
+
+
 def markdown(data: dict) -> str:
     rows, check, train = data["rows"], data["check"], data["train"]
     imported = [row for row in rows if row["spec_counts"] is not None]
@@ -43,7 +50,7 @@ def markdown(data: dict) -> str:
              "Counts: the imported spec's parameters + statistics, and whether they equal the source's (Keras's "
              "trainable + non-trainable, torch's parameters + floating-point buffers). Output: " + check["difference"]
              + ", with the file's weights (`models --check`). Estimate: " + train["error"]
-             + f", batch {train['batch']} on the {train['device']}.", "",
+             + f", batch {train['batch']} on the {train['device']}{_measured_at(train)}.", "",
              "| source | net | input | counts | " + " | ".join(f"output {fw}" for fw in check["frameworks"]) + " | "
              + " | ".join(f"estimate {fw}" for fw in train["frameworks"]) + " | why not |",
              "|---|---|---:|---|" + "---:|" * (len(check["frameworks"]) + len(train["frameworks"])) + "---|"]
