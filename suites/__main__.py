@@ -502,7 +502,7 @@ def parser() -> argparse.ArgumentParser:
                                          "interpreter that lacks keras (a prepared interpreter: docs/usage.md)")
     checks.set_defaults(action=_check)
 
-    zoo = commands.add_parser("zoo", help="the public conv nets imported, checked and trained: results/zoo-<commit>/")
+    zoo = commands.add_parser("zoo", help="public conv nets imported, checked and trained")
     zoo.add_argument("--sources", default="keras,torchvision", help="keras, torchvision or both (default)")
     zoo.add_argument("--nets", default="", help="comma-separated nets of the zoo (default: all)")
     zoo.add_argument("--frameworks", type=_framework_list, default="torch,jax",
