@@ -388,13 +388,11 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
         x = x @ params["kernel"]
         return (x + params["bias"] if "bias" in params else x), None
     if isinstance(layer, MaxPool2D):  # padded with -inf, which never wins, the last window's overhang too
-        below, right = layer.overhang(x.shape[1:])
-        pad = ((0, 0), (layer.padding, layer.padding + below), (layer.padding, layer.padding + right), (0, 0))
+        pad = ((0, 0), *layer.sides(x.shape[1:]), (0, 0))
         return jax.lax.reduce_window(x, -numpy.inf, jax.lax.max, (1, layer.pool, layer.pool, 1),
                                      (1, layer.step, layer.step, 1), pad), None
     if isinstance(layer, AvgPool2D):  # padded with zeros, which count in the mean or not; an overhang never counts
-        below, right = layer.overhang(x.shape[1:])
-        pad = ((0, 0), (layer.padding, layer.padding + below), (layer.padding, layer.padding + right), (0, 0))
+        pad = ((0, 0), *layer.sides(x.shape[1:]), (0, 0))
 
         def window_sum(values: jax.Array) -> jax.Array:
             return jax.lax.reduce_window(values, 0.0, jax.lax.add, (1, layer.pool, layer.pool, 1),

@@ -255,9 +255,8 @@ class KerasAdapter(Adapter):
             return [keras.layers.Dense(layer.units, use_bias=layer.bias, kernel_initializer=init,
                                        bias_initializer="zeros", **dtype)]
         if isinstance(layer, MaxPool2D):  # torch's padding never wins the max: minus infinity, the overhang too
-            below, right = layer.overhang(step.input_shape)
-            sides = ((layer.padding, layer.padding + below), (layer.padding, layer.padding + right))
-            pad = [_classes().MinusInfinityPadding(sides, **dtype)] if layer.padding or below or right else []
+            sides = layer.sides(step.input_shape)
+            pad = [_classes().MinusInfinityPadding(sides, **dtype)] if any(map(any, sides)) else []
             return [*pad, keras.layers.MaxPooling2D(layer.pool, layer.step, "valid", **dtype)]
         if isinstance(layer, BatchNorm):  # Keras's momentum is the old statistic's weight, the spec's the new one's
             return [keras.layers.BatchNormalization(axis=-1, momentum=1.0 - layer.momentum, epsilon=layer.epsilon,
@@ -568,8 +567,7 @@ def _average_pool(layer: AvgPool2D, shape: Shape, dtype: dict) -> list:
     if layer.count_include_pad:
         pad = [keras.layers.ZeroPadding2D(layer.padding, **dtype)] if layer.padding else []
         return [*pad, keras.layers.AveragePooling2D(layer.pool, layer.step, "valid", **dtype)]
-    below, right = layer.overhang(shape)
-    sides = ((layer.padding, layer.padding + below), (layer.padding, layer.padding + right))
+    sides = layer.sides(shape)
     if sides == tuple(same_padding(size, layer.pool, layer.step) for size in shape[:2]):
         return [keras.layers.AveragePooling2D(layer.pool, layer.step, "same", **dtype)]
     return [_classes().InsideAveragePooling(layer.pool, layer.step, sides, **dtype)]

@@ -227,6 +227,11 @@ class _Pool2D(_OneInput):
         return tuple(max(0, (self._size(size) - 1) * self.step + self.pool - size - 2 * self.padding)
                      for size in _image(shape, self.kind)[:2])  # type: ignore[return-value]
 
+    def sides(self, shape: Shape) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The pixels each window reaches beyond the input: (top, bottom), (left, right), the padding and overhang."""
+        below, right = self.overhang(shape)
+        return (self.padding, self.padding + below), (self.padding, self.padding + right)
+
     def output_shape(self, shape: Shape) -> Shape:
         h, w, channels = _image(shape, self.kind)
         _window_output(shape, self.kind, self.pool, self.step, self.padding)  # the floor's own check: it fits

@@ -34,13 +34,13 @@ def _padding(layer: LayerShapes, rules: Rules) -> tuple[tuple[int, int], tuple[i
         (top, bottom), (left, right) = op.same_sides(layer.input_shape)
         return ((top, bottom), (left, right)) if (top, left) != (bottom, right) else None
     if isinstance(op, Conv2D):
-        (rows, columns), (below, right) = op.pixels or (0, 0), (0, 0)
+        rows, columns = op.pixels or (0, 0)
+        sides = ((rows, rows), (columns, columns))
     elif isinstance(op, (MaxPool2D, AvgPool2D)):
-        (rows, columns), (below, right) = (op.padding, op.padding), op.overhang(layer.input_shape)
+        sides = op.sides(layer.input_shape)
     else:
         return None
-    return ((rows, rows + below), (columns, columns + right)) if rules.pixel_padding and \
-        (rows or columns or below or right) else None
+    return sides if rules.pixel_padding and any(map(any, sides)) else None
 
 
 def steps(spec: ModelSpec, rules: Rules, bytes_per_value: int) -> list[Step]:
