@@ -437,10 +437,7 @@ class _Importer:
             return self._reshaped(name, kind, config, inputs)
         if kind in ("Flatten", "Add", "Multiply", "Concatenate"):
             return self._joined(name, kind, config, inputs)
-        raise _Refused("has no counterpart in the spec: its layers are convs (grouped, depthwise, separable), batch "
-                       "and layer norm, normalization, rescaling, ConvNeXt's layer scale, dense, pools, padding, "
-                       "cropping, upsampling, reshape, dropout, flatten, activations, add, multiply and concat "
-                       "(docs/models.md)")
+        raise _Refused("has no counterpart in the spec (docs/models.md lists the Keras layers the importer maps)")
 
     def _zero_padding(self, name: str, config: dict, inputs: list[str]) -> str:
         """A ZeroPadding2D: owed to its sole reader where that layer can pad alike on every side, else zeropad2d."""
