@@ -176,7 +176,7 @@ def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> N
     (onnxruntime's; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
     exports that keep the training graph, in one worker per framework for all of them."""
     paths = [str(_save(build()[0], tmp_path, build.__name__)) for build in (residual_net, newer_net)]
-    paths += [str(EXPORTS / f"{name}.onnx") for name in TRAINING_GRAPHS]
+    paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise")]
     done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -197,6 +197,17 @@ def test_pytorchs_exports_that_keep_the_training_graph_have_torchs_counts(name: 
     counts = json.loads((EXPORTS / "counts.json").read_text())["Net"]
     assert (spec.param_count, spec.statistics_count) == (counts["parameters"], counts["statistics"])
     assert sum(layer.kind == "batchnorm" for layer in spec.layers) == 2
+
+
+def test_torchvisions_convnext_layers_over_channels_last_are_1x1_convs() -> None:
+    """torchvision's ConvNeXt in small: its Linear layers over an image's channels (made last by a permute; a MatMul
+    and an Add) are 1x1 convs, and the as_strided after its global pool is no layer; torch's counts."""
+    spec = load_spec_file(EXPORTS / "pointwise.onnx")
+    assert [layer.kind for layer in spec.layers] == ["layernorm", "conv2d", "layernorm", "conv2d", "gelu", "conv2d",
+                                                     "layerscale", "add", "global_avg_pool", "layernorm", "flatten",
+                                                     "dense"]
+    assert [(layer.filters, layer.kernel) for layer in spec.layers if layer.kind == "conv2d"][1:] == [(16, 1), (4, 1)]
+    assert spec.param_count == json.loads((EXPORTS / "counts.json").read_text())["Pointwise"]["parameters"]
 
 
 def test_torchs_dropouts_in_training_are_the_specs_dropouts() -> None:
@@ -260,6 +271,19 @@ def lstm() -> onnx.ModelProto:
     return _one_node("LSTM", "encoder", ["W", "R"], weights, hidden_size=3)
 
 
+def batch_flattened() -> onnx.ModelProto:
+    """Every value flattened, batch and all, then gathered as torch's as_strided is written, with indices that
+    give back an example at batch 1 but are no function of the batch size: at batch 2 they would drop the second."""
+    indices = numpy_helper.from_array(np.arange(128).reshape(1, 2, 8, 8), "indices")
+    graph = helper.make_graph([
+        helper.make_node("Reshape", ["image", "everything"], ["flat"], name="as_strided_flat"),
+        helper.make_node("Gather", ["flat", "indices"], ["out"], name="as_strided", axis=0),
+    ], "net", [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 2, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([-1]), "everything"), indices])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 REFUSED = {
     "old": (old_opset, "uses ONNX opset 12; the importer reads opset 13 and later"),
     "lstm": (lstm, "node 'encoder' (LSTM) has no counterpart in the spec"),
@@ -281,6 +305,8 @@ REFUSED = {
     "dilated": (lambda: _one_node("Conv", "atrous", ["W"], [numpy_helper.from_array(np.zeros((2, 2, 3, 3),
                                                                                            np.float32), "W")],
                                   dilations=[2, 2]), "node 'atrous' (Conv) is dilated"),
+    "batch_flattened": (batch_flattened, "node 'as_strided_flat' (Reshape) flattens the batch with the values, other "
+                                         "than for torch's as_strided giving back the same tensor"),
 }
 
 

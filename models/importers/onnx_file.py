@@ -25,6 +25,7 @@ The loss: ONNX has none. A Softmax or LogSoftmax over class scores at the output
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -150,7 +151,7 @@ def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
     fused = fused_batch_norm(model)
     if fused:
         raise SpecError(f"{source}: {fused}")
-    return _Importer(source, name, model.graph, *computed_constants(model))
+    return _Importer(source, name, model, *computed_constants(model))
 
 
 def _attributes(node: onnx.NodeProto) -> dict[str, object]:
@@ -196,7 +197,7 @@ def _rows_to_last(kernel: np.ndarray, image: Shape) -> np.ndarray:
 class _Importer:
     source: str
     name: str
-    graph: onnx.GraphProto
+    model: onnx.ModelProto
     computed: dict[str, np.ndarray]  # what the graph computes from constants alone: the exporter's arithmetic
     known: set[str]  # those values' names, with the ones the folder left out once unread: none is a layer's
     entries: list[dict] = field(default_factory=list)
@@ -210,6 +211,16 @@ class _Importer:
     folded: set[int] = field(default_factory=set)  # nodes (by id) an earlier node took in: an Add of a bias, a Mul
     padding: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # a Pad's pixels owed to its Conv
     loss: str = "mse"
+
+    @property
+    def graph(self) -> onnx.GraphProto:
+        return self.model.graph
+
+    @cached_property
+    def computed_at_batch_2(self) -> dict[str, np.ndarray]:
+        """The exporter's arithmetic folded again at batch 2 (a few seconds): read where a value made of the batch
+        size must be shown to hold for any batch."""
+        return computed_constants(self.model, batch=2)[0]
 
     def spec(self) -> ModelSpec:
         declared = {node.output[0]: constant_value(node) for node in self.graph.node if node.op_type == "Constant"}
@@ -584,10 +595,14 @@ class _Importer:
                                    momentum=round(1 - _float(attributes.get("momentum", 0.9)), 12)), value.layout)
 
     def _dense(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
-        """Gemm, or MatMul with the Add of its bias (when that Add is its one reader) folded in."""
+        """Gemm, or MatMul with the Add of its bias (when that Add is its one reader) folded in. A MatMul over the
+        channels of an image made channels-last by a Transpose (torchvision's ConvNeXt's pointwise layers) is a 1x1
+        conv's weights and arithmetic, as Keras's Dense on an image is."""
         value = self._value(node, 0)
-        if len(self.shapes[value.spec]) != 1:
-            raise _Refused("multiplies a tensor that is not flat (N, F); the spec's dense reads a flat one")
+        on_pixels = len(self.shapes[value.spec]) == 3 and value.layout == SAME and node.op_type == "MatMul"
+        if len(self.shapes[value.spec]) != 1 and not on_pixels:
+            raise _Refused("multiplies a tensor that is neither flat (N, F) nor an image's channels made last by a "
+                           "Transpose; the spec's dense reads a flat one")
         kernel = self._constant(node, 1, "weight")
         if kernel is None or kernel.ndim != 2:
             raise _Refused("multiplies by a computed or non-2-D matrix; the spec's dense holds a weight matrix")
@@ -606,8 +621,13 @@ class _Importer:
                 bias = self._constant(add, list(add.input).index(other), "bias")
         if isinstance(value.layout, tuple):  # a flattened (C, H, W) map: the rows to the spec's (H, W, C) order
             kernel = _rows_to_last(kernel, value.layout)
-        weights = {"kernel": kernel} | ({} if bias is None else {"bias": bias.reshape(-1)})
-        spec = self._emit(label, "dense", [value.spec], weights, units=int(kernel.shape[1]), bias=bias is not None)
+        bias_weights = {} if bias is None else {"bias": bias.reshape(-1)}
+        if on_pixels:
+            spec = self._emit(label, "conv2d", [value.spec], {"kernel": kernel[None, None]} | bias_weights,
+                              filters=int(kernel.shape[1]), kernel=1, padding="valid", bias=bias is not None)
+        else:
+            spec = self._emit(label, "dense", [value.spec], {"kernel": kernel} | bias_weights,
+                              units=int(kernel.shape[1]), bias=bias is not None)
         self._set(bias_node, spec, SAME)
 
     def _layernorm(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
@@ -673,7 +693,9 @@ class _Importer:
         if sizes.count(-1) == 1:
             known = int(np.prod([size for size in sizes if size != -1]))
             sizes[sizes.index(-1)] = int(np.prod(shape)) // max(known, 1)
-        if sizes == [int(np.prod(shape))]:
+        if target is not None and target.reshape(-1).tolist() == [-1]:
+            self._strided_restore(node, value, onnx_shape)
+        elif sizes == [int(np.prod(shape))]:
             self._flatten(node, label)
         elif len(shape) == 1 and not isinstance(value.layout, tuple) and sizes in ([shape[0], 1, 1],
                                                                                   [1, 1, shape[0]]):
@@ -681,6 +703,25 @@ class _Importer:
             self._set(node, spec, FIRST if sizes[0] != 1 or shape[0] == 1 else SAME)
         else:
             raise _Refused(f"reshapes {list(onnx_shape)} to {sizes}; the importer maps a flatten and (C) -> (C, 1, 1)")
+
+    def _strided_restore(self, node: onnx.NodeProto, value: _Tensor, shape: Shape) -> None:
+        """torch's as_strided written by the default exporter (after ConvNeXt's global pool): every value flattened,
+        batch and all, then a Gather of indices computed from the batch size. Where those indices are each example's
+        values in their own order, at batch 1 and at batch 2 alike, it gives back the tensor it read: no layer."""
+        gather = self._sole_reader(node.output[0], "Gather")
+        indices = self.constants.get(gather.input[1]) if gather is not None else None
+        size = int(np.prod(shape))
+
+        def restores(found: np.ndarray | None, batch: int) -> bool:
+            return found is not None and found.shape == (batch, *shape) and np.array_equal(
+                found.reshape(-1), np.arange(batch * size))
+
+        if gather is None or _attributes(gather).get("axis", 0) != 0 or not restores(indices, 1) or not restores(
+                self.computed_at_batch_2.get(gather.input[1]), 2):
+            raise _Refused("flattens the batch with the values, other than for torch's as_strided giving back the "
+                           "same tensor; the importer maps a flatten and (C) -> (C, 1, 1)")
+        self.folded.add(id(gather))
+        self.tensors[gather.output[0]] = value
 
     def _pad(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         """Zeros around H and W: taken in by the Conv that is its one reader, else a zeropad2d layer."""

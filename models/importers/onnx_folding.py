@@ -4,9 +4,9 @@ PyTorch's default exporter with `optimize=False` (the form that keeps the traini
 conv without bias with a zero bias it computes (`Shape` of the weight, `Expand`, `CastLike`), and a flatten's
 target shape as a `Concat` of the batch size (read from the input's `Shape`) and constants. onnxscript's constant
 folder, the exporter's own, finds every value computed from constants alone, with the batch size taken as 1: a
-spec has no batch size, and the importer reads a reshape's target without its batch entry. Only those values are
-taken from the folder, by name: it also rewrites layers (a Dropout becomes an Identity, as in inference), and the
-importer reads the user's graph as it is.
+spec has no batch size, and the importer reads a reshape's target without its batch entry (a value that has to hold
+for any batch is folded again at another). Only those values are taken from the folder, by name: it also rewrites
+layers (a Dropout becomes an Identity, as in inference), and the importer reads the user's graph as it is.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
             | {name: value for name, value in nodes.items() if value is not None})
 
 
-def computed_constants(model: onnx.ModelProto) -> tuple[dict[str, np.ndarray], set[str]]:
+def computed_constants(model: onnx.ModelProto, batch: int = 1) -> tuple[dict[str, np.ndarray], set[str]]:
     """The values the graph computes from constants alone, by name, and the names of all of them, with those the
     folder left out once nothing read them any more (the batch size a mask's shape was made of, a zero cast like
     an activation only for its type): the exporter's arithmetic, none of it a layer or a parameter of the net. The
+    batch size is taken as `batch`: a second one tells a value made of it from one that holds for any. The
     caller's model is left as it was."""
     from onnxscript.optimizer import fold_constants  # about 1 s to import: only when an ONNX file is read
 
@@ -47,7 +48,7 @@ def computed_constants(model: onnx.ModelProto) -> tuple[dict[str, np.ndarray], s
     for tensor in folded.graph.input:
         dims = tensor.type.tensor_type.shape.dim
         if tensor.name not in weights and dims and not dims[0].HasField("dim_value"):
-            dims[0].dim_value = 1  # the batch: what a shape computed from it holds at batch 1
+            dims[0].dim_value = batch  # what a shape computed from the batch size holds at that size
     fold_constants(folded)
     # an Identity of a constant is the exporter's alias of a parameter (the importer follows it), not arithmetic
     computed = {output for node in model.graph.node if node.op_type not in ("Constant", "Identity")

@@ -9,6 +9,9 @@ conv whose bias is zeros, like the batch norms' offsets (the legacy exporter sto
 the copies through Identity nodes: parameters all the same, not a bias computed by the exporter). A
 second net has torch's dropouts in training, which the default exporter writes as arithmetic when in place
 (`dropouts.onnx`): torchvision's stochastic depth (one draw per example), an in-place nn.Dropout, and a plain one.
+A third is torchvision's ConvNeXt in small (`pointwise.onnx`): Linear layers over an image's channels made last by
+a permute, and its head: a global pool of a map strided channels-last, which the exporter writes with an
+as_strided, then a channels-last layer norm before the flatten.
 """
 
 from __future__ import annotations
@@ -56,6 +59,28 @@ class Dropouts(nn.Module):
         return self.head(self.plain(torch.flatten(x, 1)))
 
 
+class Pointwise(nn.Module):
+    """A ConvNeXt block and head as torchvision writes them (torchvision.models.convnext)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem_norm = nn.LayerNorm(4, eps=1e-6)  # torchvision's LayerNorm2d: its output strided channels-last
+        self.depthwise = nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.norm = nn.LayerNorm(4, eps=1e-6)
+        self.expand = nn.Linear(4, 16)
+        self.project = nn.Linear(16, 4)
+        self.layer_scale = nn.Parameter(torch.full((4, 1, 1), 0.5))
+        self.head_norm = nn.LayerNorm(4, eps=1e-6)
+        self.head = nn.Linear(4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        y = self.norm(self.depthwise(x).permute(0, 2, 3, 1))
+        y = self.project(nn.functional.gelu(self.expand(y))).permute(0, 3, 1, 2)
+        x = nn.functional.adaptive_avg_pool2d(x + self.layer_scale * y, 1)
+        return self.head(torch.flatten(self.head_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2), 1))
+
+
 def main() -> None:
     torch.manual_seed(0)
     net, image = Net(), torch.randn(2, 3, 16, 16)
@@ -71,9 +96,12 @@ def main() -> None:
                       training=torch.onnx.TrainingMode.PRESERVE, **batch)
     dropouts = Dropouts()
     torch.onnx.export(dropouts.train(), (torch.randn(2, 3, 8, 8),), HERE / "dropouts.onnx", optimize=False, **batch)
+    pointwise = Pointwise()
+    torch.onnx.export(pointwise.train(), (torch.randn(2, 4, 6, 6),), HERE / "pointwise.onnx", optimize=False, **batch)
     counts = {type(each).__name__: {"parameters": sum(parameter.numel() for parameter in each.parameters()),
                                     "statistics": sum(buffer.numel() for buffer in each.buffers()
-                                                      if buffer.is_floating_point())} for each in (net, dropouts)}
+                                                      if buffer.is_floating_point())}
+              for each in (net, dropouts, pointwise)}
     (HERE / "counts.json").write_text(json.dumps(counts) + "\n")  # torch's own, for the importer's to equal
 
 
