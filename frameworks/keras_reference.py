@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 
 def keras_reference(model_file: str, arrays_path: str, out_path: str, scores: bool) -> None:
     """Writes `trainable` and `non_trainable` (Keras's counts), and for a `.keras` file `output` on the arrays'
-    `inputs` in inference and `weights:<layer>:<i>` (`layer_weights`). `scores`: the output layer's softmax left out,
-    as the spec's cross_entropy takes it in."""
+    `inputs` in inference, `output64` (the same net and weights computed in float64: how far float32 rounding
+    alone moves Keras's own answer) and `weights:<layer>:<i>` (`layer_weights`). `scores`: the output layer's
+    softmax left out, as the spec's cross_entropy takes it in."""
     import keras
     import numpy as np
 
@@ -33,13 +34,35 @@ def keras_reference(model_file: str, arrays_path: str, out_path: str, scores: bo
     if path.suffix != ".keras":
         np.savez(out_path, **counts)
         return
-    if scores:
-        last = model.layers[-1]
+    inputs = np.load(arrays_path)["inputs"]
+    wide = in_float64(model)
+    for net in (model, wide) if scores else ():
+        last = net.layers[-1]
         while isinstance(last, keras.Model):  # a nested model's last layer is the output layer
             last = last.layers[-1]
         last.activation = keras.activations.linear
-    output = keras.ops.convert_to_numpy(model(np.load(arrays_path)["inputs"], training=False))
-    np.savez(out_path, output=output, **counts, **layer_weights(model))
+    output = keras.ops.convert_to_numpy(model(inputs, training=False))
+    output64 = keras.ops.convert_to_numpy(wide(inputs.astype(np.float64), training=False))
+    np.savez(out_path, output=output, output64=output64, **counts, **layer_weights(model))
+
+
+def in_float64(model: keras.Model) -> keras.Model:
+    """The model rebuilt from its own config with every float32 dtype (policies and the input's) made float64, and
+    its weights cast: the same net, computed with float64's rounding."""
+    import keras
+    import numpy as np
+
+    def widened(value: object) -> object:
+        if isinstance(value, dict):
+            if value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy") and isinstance(value.get("config"), dict):
+                return value | {"config": value["config"] | {"name": "float64"}}
+            return {key: "float64" if key == "dtype" and item == "float32" else widened(item)
+                    for key, item in value.items()}
+        return [widened(item) for item in value] if isinstance(value, list) else value
+
+    wide = keras.saving.deserialize_keras_object(widened(keras.saving.serialize_keras_object(model)), safe_mode=True)
+    wide.set_weights([weight.astype(np.float64) for weight in model.get_weights()])
+    return wide
 
 
 def layer_weights(model: keras.Model, prefix: str = "") -> dict[str, np.ndarray]:

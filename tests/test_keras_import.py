@@ -394,7 +394,8 @@ def test_an_imported_keras_net_runs_in_a_framework_it_did_not_come_from(built: t
 
 def test_check_proves_a_keras_file_and_counts_a_to_json(built: tuple[Path, dict]) -> None:
     """`models --check`: on a `.keras` file, Keras's own counts and output (its softmax left to the loss) against the
-    imported net with the file's weights in torch and JAX; on to_json()'s JSON, which holds no weights, the counts."""
+    imported net with the file's weights in torch and JAX, and how far float32's rounding moves Keras's own answer;
+    on to_json()'s JSON, which holds no weights, the counts."""
     out, counts = built
     done = run_cli("models", "--model-file", str(out / "net.keras"), "--model-file", str(out / "net.json"), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
@@ -403,7 +404,11 @@ def test_check_proves_a_keras_file_and_counts_a_to_json(built: tuple[Path, dict]
     equal = (f"  counts            the spec's {trainable:,} trainable + {statistics:,} statistics, Keras's "
              f"{trainable:,} + {statistics:,}: equal")
     assert lines[0].startswith(f"{out / 'net.keras'}: the imported net with the file's weights against Keras")
-    assert lines[1] == equal and lines[4:] == [f"{out / 'net.json'}: counts against Keras (no weights in it)", equal]
+    assert lines[1] == equal and lines[5:] == [f"{out / 'net.json'}: counts against Keras (no weights in it)", equal]
     for line, framework in zip(lines[2:4], ("torch", "jax"), strict=True):
         found = re.fullmatch(rf"  {framework} +largest difference (\S+) \(outputs up to (\S+)\): agrees", line)
         assert found and float(found[2]) > 0.01 and float(found[1]) <= 1e-4 * float(found[2]), line
+    # Keras's own float64 answer: float32's rounding alone moves this net's output by far less than the tolerance
+    rounding = re.fullmatch(r"  Keras float64 +its own float32 answer is (\S+) of its largest value from its float64 "
+                            r"one: within the tolerance, so a difference past it is the import's", lines[4])
+    assert rounding and 0 < float(rounding[1]) < 1e-5, lines[4]

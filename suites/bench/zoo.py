@@ -69,6 +69,7 @@ class Row:
     reason: str | None = None  # why it is not imported (or not built), in one line
     check: dict[str, float] = field(default_factory=dict)  # framework -> the largest relative output difference
     check_reason: str | None = None  # why its outputs could not be compared
+    rounding: float | None = None  # the source's float32 answer against its float64 one, relative (Keras's nets)
     train: dict[str, dict] = field(default_factory=dict)  # framework -> status and the estimate's error
 
     @property
@@ -134,6 +135,7 @@ def _check(rows: dict[str, Row], files: dict[str, str], frameworks: list[str]) -
         for name, path in remaining.items():
             rows[name].check = {agreement.framework: agreement.difference / agreement.scale if agreement.scale
                                 else float("nan") for agreement in proofs[path].agreements}
+            rows[name].rounding = proofs[path].rounding
         return
 
 
@@ -193,7 +195,8 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
                           "error": "the estimate's relative error on the rise of train step 2 (driver's view)",
                           "records_by_commit": commits(run.data) if run else {}},  # a resumed run's are older
                 "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
-                          "difference": "largest absolute output difference over the reference's largest value"},
+                          "difference": "largest absolute output difference over the reference's largest value",
+                          "rounding": "the source's own float32 output against its float64 one, the same measure"},
                 "rows": [asdict(row) for row in rows.values()]}
         atomic_write_json(out / "zoo.json", data)
         (out / "zoo.md").write_text(markdown(data))

@@ -59,6 +59,7 @@ class Proof:
     source: str  # what computed the reference
     counts: tuple[tuple[int, int], tuple[int, int]] | None  # (the spec's, the source's) trainable and statistics
     agreements: tuple[Agreement, ...]
+    rounding: float | None = None  # how far the source's float32 answer is from its float64 one, relative (Keras)
 
     @property
     def holds(self) -> bool:
@@ -146,21 +147,27 @@ def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
                            in enumerate(zip(paths, specs, batches, strict=True)) if path not in onnx_proofs}, folder)
         found, nets = [], {}
         for index, (path, spec, batch) in enumerate(zip(paths, specs, batches, strict=True)):
+            rounding = None
             if path in onnx_proofs:
                 weights, reference, counts = onnx_proofs[path].weights, _onnx(onnx_proofs[path], batch, path), None
             else:
-                weights, reference, counts = _keras(spec, np.load(folder / f"keras{index}.npz"))
-            found.append((reference, counts, "onnxruntime" if path in onnx_proofs else "Keras"))
+                given = np.load(folder / f"keras{index}.npz")
+                weights, reference, counts = _keras(spec, given)
+                if "output64" in given.files:
+                    rounding = _difference(reference, given["output64"]) / max(float(np.abs(given["output64"]).max()),
+                                                                                np.finfo(np.float64).tiny)
+            found.append((reference, counts, "onnxruntime" if path in onnx_proofs else "Keras", rounding))
             if weights is not None:
                 nets[index] = (spec, batch | weights)
         outputs = dict(zip(nets, forward_all(list(nets.values()), folder, frameworks, _forward), strict=True))
         proofs = {}
-        for index, (path, spec, (reference, counts, source)) in enumerate(zip(paths, specs, found, strict=True)):
+        for index, (path, spec, (reference, counts, source, rounding)) in enumerate(zip(paths, specs, found,
+                                                                                        strict=True)):
             agreements = () if reference is None else tuple(
                 Agreement(framework, _difference(outputs[index][framework]["output"], reference),
                           float(np.abs(reference).max())) for framework in frameworks)
             ours = (spec.param_count, spec.statistics_count)
-            proofs[path] = Proof(source, None if counts is None else (ours, counts), agreements)
+            proofs[path] = Proof(source, None if counts is None else (ours, counts), agreements, rounding)
         return proofs
 
 
@@ -196,4 +203,15 @@ def report(proofs: dict[str, Proof]) -> str:
         lines += [f"  {each.framework:<17} largest difference {each.difference:.2e} (outputs up to {each.scale:.3g}):"
                   f" {'agrees' if each.agrees else 'DIFFERS' if each.scale else 'all zero, proves nothing'}"
                   for each in proof.agreements]
+        if proof.rounding is not None:
+            lines.append(f"  {proof.source + ' float64':<17} its own float32 answer is {proof.rounding:.2e} of its "
+                         f"largest value from its float64 one: {_rounding_verdict(proof.rounding)}")
     return "\n".join(lines)
+
+
+def _rounding_verdict(rounding: float) -> str:
+    """What the source's own float32-against-float64 difference says of a difference past the tolerance."""
+    if rounding <= RELATIVE_TOLERANCE:
+        return "within the tolerance, so a difference past it is the import's"
+    return ("past the tolerance: these weights amplify float32's rounding, so no float32 comparison can tell "
+            "(a framework's difference no larger than this is rounding)")
