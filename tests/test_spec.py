@@ -166,6 +166,7 @@ def test_an_adaptive_pool_tiles_uneven_windows_and_repeats_rows_to_upsample() ->
     spec = ModelSpec.from_dict(_net({"type": "adaptive_avgpool2d", "size": [3, 6], "name": "pool"}))
     assert spec.walk()[0].output_shape == (3, 6, 2) and spec.walk()[0].params == {}
     rows, columns = spec.layers[0].averaging((7, 4, 2))
-    assert rows == ((1 / 3, 1 / 3, 1 / 3, 0, 0, 0, 0), (0, 0, 1 / 3, 1 / 3, 1 / 3, 0, 0), (0, 0, 0, 0, 1 / 3, 1 / 3, 1 / 3))
+    third = 1 / 3
+    assert rows == ((third,) * 3 + (0,) * 4, (0, 0) + (third,) * 3 + (0, 0), (0,) * 4 + (third,) * 3)
     assert columns == ((1, 0, 0, 0), (0.5, 0.5, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0.5, 0.5), (0, 0, 0, 1))
     assert ModelSpec.from_dict(spec.to_dict()) == spec and spec.to_dict()["layers"][0]["size"] == (3, 6)
