@@ -30,6 +30,7 @@ from models.record import (
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import (
     GELU,
+    AdaptiveAvgPool2D,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -410,6 +411,9 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
     if isinstance(layer, Upsample2D):  # half-pixel centres: nearest repeats each pixel `scale` times
         size = (x.shape[0], x.shape[1] * layer.scale, x.shape[2] * layer.scale, x.shape[3])
         return jax.image.resize(x, size, method=layer.interpolation), None
+    if isinstance(layer, AdaptiveAvgPool2D):  # constant (out, in) averaging matrices of the static input's size
+        rows, columns = (numpy.asarray(matrix, x.dtype) for matrix in layer.averaging(x.shape[1:]))
+        return numpy.einsum("hH,nHWc,wW->nhwc", rows, x, columns), None
     simple = {GlobalAvgPool: lambda: x.mean((1, 2), keepdims=layer.keepdims),
               Flatten: lambda: x.reshape(x.shape[0], -1), Reshape: lambda: x.reshape(x.shape[0], *layer.shape),
               ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), SiLU: lambda: jax.nn.silu(x),

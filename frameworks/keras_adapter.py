@@ -36,6 +36,7 @@ from models.scenario import OPTIMIZER_SETTINGS, Scenario
 from models.spec import (
     GELU,
     INPUT,
+    AdaptiveAvgPool2D,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -266,6 +267,7 @@ class KerasAdapter(Adapter):
         # one draw per example: Keras's noise_shape, the batch's axis left to the input
         noise = (None, *(1,) * len(step.input_shape)) if isinstance(layer, Dropout) and layer.per_example else None
         simple = {
+            AdaptiveAvgPool2D: lambda: keras.layers.AdaptiveAveragePooling2D(layer.size, "channels_last", **dtype),
             GlobalAvgPool: lambda: keras.layers.GlobalAveragePooling2D(keepdims=layer.keepdims, **dtype),
             Dropout: lambda: keras.layers.Dropout(layer.rate, noise_shape=noise, seed=0, **dtype),
             Flatten: lambda: keras.layers.Flatten(**dtype),

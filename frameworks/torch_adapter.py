@@ -18,6 +18,7 @@ from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import (
     GELU,
+    AdaptiveAvgPool2D,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -319,6 +320,7 @@ class TorchAdapter(Adapter):
             MaxPool2D: lambda: nn.MaxPool2d(layer.pool, layer.step, layer.padding, ceil_mode=layer.ceil_mode),
             AvgPool2D: lambda: nn.AvgPool2d(layer.pool, layer.step, layer.padding, layer.ceil_mode,
                                             layer.count_include_pad),
+            AdaptiveAvgPool2D: lambda: nn.AdaptiveAvgPool2d(layer.size),
             GlobalAvgPool: lambda: _global_avg_pool(layer.keepdims),
             Dropout: lambda: _dropout(layer.rate, layer.per_example),
             Flatten: nn.Flatten,

@@ -279,6 +279,30 @@ class GlobalAvgPool(_OneInput):
 
 
 @dataclass(frozen=True)
+class AdaptiveAvgPool2D(_OneInput):
+    """The mean over windows that tile an image into `size` (an int, or [height, width]) whatever its size, torch's
+    AdaptiveAvgPool2d: output row i averages input rows floor(i H / oh) to ceil((i + 1) H / oh), uneven windows that
+    overlap where oh does not divide H, and repeat rows where oh > H (VGG's and AlexNet's head at a small input)."""
+
+    size: int | tuple[int, int]
+    kind: ClassVar[str] = "adaptive_avgpool2d"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", _axes_size(self.size, "adaptive_avgpool2d.size", 1))
+
+    def output_shape(self, shape: Shape) -> Shape:
+        return (*_per_axis(self.size), _image(shape, self.kind)[2])
+
+    def averaging(self, shape: Shape) -> tuple[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...]]:
+        """Per axis, the (out, in) matrix whose row i holds 1 / its window's size over the window: the pool is
+        A_h x A_w^T per channel, what JAX computes and the ONNX importer checks a decomposed pool against."""
+        return tuple(tuple(tuple(1 / (end - start) if start <= at < end else 0.0 for at in range(size))
+                           for start, end in ((i * size // out, -(-(i + 1) * size // out)) for i in range(out)))
+                     for size, out in zip(_image(shape, self.kind)[:2], _per_axis(self.size),
+                                          strict=True))  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
 class BatchNorm(_SameShape):
     """Batch normalization over the channel axis, in torch's convention: `momentum` is the weight of the new batch's
     statistic in the running one (Keras's momentum is 1 minus it); `epsilon` is added to the variance. `scale` and
@@ -607,13 +631,13 @@ class Multiply(_Merge):
         return tuple(max(sizes) for sizes in zip(*shapes, strict=True))
 
 
-Layer = (Conv2D | MaxPool2D | AvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten | ReLU | ReLU6 | SiLU
-         | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D
-         | Crop2D | Upsample2D | Reshape | Add | Concat | Multiply)
+Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten
+         | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | LayerScale | Rescale | Normalize
+         | ZeroPad2D | Crop2D | Upsample2D | Reshape | Add | Concat | Multiply)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
-    Conv2D, MaxPool2D, AvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6, SiLU, Sigmoid,
-    HardSigmoid, HardSwish, GELU, LayerNorm, LayerScale, Rescale, Normalize, ZeroPad2D, Crop2D, Upsample2D, Reshape,
-    Add, Concat, Multiply)}
+    Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
+    SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LayerNorm, LayerScale, Rescale, Normalize, ZeroPad2D, Crop2D,
+    Upsample2D, Reshape, Add, Concat, Multiply)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "layerscale", "rescale",
                "normalize")

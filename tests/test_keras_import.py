@@ -130,8 +130,10 @@ e = layers.AveragePooling2D(3, strides=2, padding="same", name="avg_uneven")(c) 
 e = layers.AveragePooling2D(3, strides=1, padding="same", name="avg_inside")(e)  # NASNet's, Inception's
 f = layers.Cropping2D(((1, 0), (1, 0)), name="shift")(layers.ZeroPadding2D(((0, 1), (0, 1)), name="shift_pad")(c))
 f = layers.AveragePooling2D(1, strides=2, name="avg_shifted")(f)  # NASNet's reduction cell: the odd pixels, 3x3
+h = layers.AdaptiveAveragePooling2D((8, 4), name="adaptive_grow")(c)  # 6 to 8 (windows of 1 and 2), 6 to 4
+h = layers.AdaptiveAveragePooling2D(3, name="adaptive")(h)  # 8 to 3 (windows of 3, 4, 3), 4 to 3 (overlapping)
 g = layers.Add(name="both")([g, layers.GlobalAveragePooling2D(keepdims=True, name="gap_uneven")(
-    layers.Add(name="pools")([d, e, f]))])
+    layers.Add(name="pools")([d, e, f, h]))])
 g = layers.Dropout(0.3, noise_shape=(None, 1), name="drop")(layers.Reshape((-1,), name="flat")(g))
 net = saved(keras.Model(x_in, layers.Dense(3, activation="sigmoid", name="out")(g), name="assorted"), "assorted")
 reference(net, "assorted", rng.standard_normal((2, 12, 12, 4)).astype("float32"), "mse")
@@ -143,6 +145,7 @@ refused = {
     "rescale": [keras.Input((4, 4, 3)), layers.Rescaling([0.5, 0.25, 1.0], name="per_channel")],
     "noise": [keras.Input((4, 4, 2)), layers.Dropout(0.5, noise_shape=(None, 1, 1, 2), name="channels")],
     "rms": [keras.Input((4,)), layers.LayerNormalization(rms_scaling=True, name="rms")],
+    "first": [keras.Input((2, 6, 6)), layers.AdaptiveAveragePooling2D(4, "channels_first", name="first")],
 }
 for name, stack in refused.items():
     keras.Sequential(stack).save(f"{out}/{name}.keras")
@@ -291,6 +294,8 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
                                     "count_include_pad": False}
     assert layers["shift_pad"] == {"type": "zeropad2d", "bottom": 1, "right": 1}  # NASNet's one-pixel shift
     assert layers["shift"] == {"type": "crop2d", "top": 1, "left": 1}
+    assert layers["adaptive_grow"] == {"type": "adaptive_avgpool2d", "size": (8, 4)}
+    assert layers["adaptive"] == {"type": "adaptive_avgpool2d", "size": 3}
     assert layers["up"]["interpolation"] == "bilinear" and layers["hard/hard_sigmoid"] == {"type": "hard_sigmoid"}
     assert layers["hswish"] == {"type": "hard_swish"} and layers["gate_relu6"] == {"type": "relu6"}
     assert _readers(built[0] / "assorted.keras", "gate_conv", 3) == KERAS_HARD_SIGMOID
@@ -361,6 +366,7 @@ def test_canonical_weights_name_what_is_missing_or_misshapen(built: tuple[Path, 
     ("max_same", "'max' (MaxPooling2D)"),
     ("rescale", "'per_channel' (Rescaling)"),
     ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)"), ("ops", "'subtract' (Subtract)"),
+    ("first", "'first' (AdaptiveAveragePooling2D)"),
     ("shared", "'block' (Sequential)")])
 def test_refused_in_one_line(built: tuple[Path, dict], name: str, layer: str) -> None:
     path = built[0] / f"{name}.keras"

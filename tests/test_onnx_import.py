@@ -176,7 +176,7 @@ def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> N
     (onnxruntime's; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
     exports that keep the training graph, in one worker per framework for all of them."""
     paths = [str(_save(build()[0], tmp_path, build.__name__)) for build in (residual_net, newer_net)]
-    paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise")]
+    paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive")]
     done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -220,6 +220,32 @@ def test_torchs_dropouts_in_training_are_the_specs_dropouts() -> None:
     assert [layer.kind for layer in spec.layers] == ["conv2d", "dropout", "add", "relu", "dropout", "flatten",
                                                      "dropout", "dense"]
     assert spec.param_count == json.loads((EXPORTS / "counts.json").read_text())["Dropouts"]["parameters"]
+
+
+def test_torchs_adaptive_pools_written_as_their_decomposition_are_the_specs_adaptive_pools() -> None:
+    """The default exporter writes an adaptive average pool whose size does not divide the input's as a Transpose,
+    a GatherND of the windows and their mean (Where, Gather, Add, Div; or a ReduceMean): each is one
+    adaptive_avgpool2d, named after the node that ends it, none of its nodes a layer (the outputs are the check's)."""
+    spec = load_spec_file(EXPORTS / "adaptive.onnx")
+    assert [(layer.kind, getattr(layer, "size", None)) for layer in spec.layers] == [
+        ("conv2d", None), ("relu", None), ("adaptive_avgpool2d", (3, 6)), ("adaptive_avgpool2d", (2, 4)),
+        ("flatten", None), ("dense", None)]
+    assert [shape.output_shape for shape in spec.walk()][2:4] == [(3, 6, 4), (2, 4, 4)]
+    assert spec.param_count == json.loads((EXPORTS / "counts.json").read_text())["Adaptive"]["parameters"]
+
+
+def test_a_decomposition_that_computes_no_adaptive_pool_is_refused_as_its_transpose(tmp_path: Path) -> None:
+    """The pool is proved, not assumed: the same nodes with each window's sum multiplied by its size rather than
+    divided compute no pool, and the Transpose that starts them is refused by name."""
+    model = onnx.load(str(EXPORTS / "adaptive.onnx"))
+    div = next(node for node in model.graph.node if node.op_type == "Div")
+    div.op_type = "Mul"
+    transpose = next(node for node in model.graph.node if node.op_type == "Transpose")
+    path = _save(model, tmp_path, "not_a_pool")
+    with pytest.raises(SpecError) as error:
+        load_spec_file(path)
+    assert str(error.value).startswith(f"{path}: node {transpose.name!r} (Transpose) permutes [2, 3, 0, 1]; ")
+    assert "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize(("name", "message"), [

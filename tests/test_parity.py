@@ -12,6 +12,7 @@ import pytest
 from models.catalogue import Graph, listed_models
 from models.spec import (
     GELU,
+    AdaptiveAvgPool2D,
     Add,
     AvgPool2D,
     BatchNorm,
@@ -116,7 +117,7 @@ def excite(dropout: float) -> ModelSpec:
     and a crop of every side before a stride-2 valid conv, SiLU, two squeeze-and-excite gates (global pooling kept
     as (1, 1, C), and flat then reshaped; a sigmoid; the multiply broadcasting either way round, once of three
     inputs), dropout per example on a residual branch (0 in training), average pooling with padding, nearest and
-    bilinear upsampling."""
+    bilinear upsampling, an adaptive average pool of uneven windows (shrinking one axis, growing the other)."""
     net = Graph()
     net.add(Rescale(0.5, -0.1))
     net.add(Normalize())
@@ -142,6 +143,7 @@ def excite(dropout: float) -> ModelSpec:
     nearest = net.add(Upsample2D(2), pooled)
     bilinear = net.add(Upsample2D(2, "bilinear"), pooled)
     net.add(Concat(), nearest, bilinear)
+    net.add(AdaptiveAvgPool2D((4, 9)))  # 6 -> 4 by overlapping windows, 6 -> 9 by windows of 1 and 2 pixels
     net.add(Conv2D(4, 3, 2))
     net.add(Flatten())
     net.add(Dense(5))

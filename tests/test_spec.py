@@ -110,6 +110,8 @@ def _net(*layers: dict) -> dict:
     (_net({"type": "zeropad2d", "top": -1}), "zeropad2d.top must be pixels >= 0"),
     (_net({"type": "crop2d", "left": 1.5}), "crop2d.left must be pixels >= 0"),
     (_net({"type": "crop2d", "top": 3, "bottom": 1}), "crop2d removes 3 \\+ 1 of 4 rows or 0 \\+ 0 of 4 columns"),
+    (_net({"type": "adaptive_avgpool2d", "size": [7, 0]}), "adaptive_avgpool2d.size must be an integer >= 1"),
+    (_net({"type": "adaptive_avgpool2d"}), "adaptive_avgpool2d: .*missing 1 required .*'size'"),
     (_net({"type": "gelu", "approximate": "yes"}), "gelu.approximate must be true or false"),
     (_net({"type": "layernorm", "epsilon": float("nan")}), "layernorm.epsilon must be a positive number"),
     (_net({"type": "batchnorm", "epsilon": float("inf")}), "batchnorm.epsilon must be a positive number"),
@@ -157,3 +159,14 @@ def test_shapes_follow_the_layers() -> None:
     spec = ModelSpec("t", (12, 12, 3), (Conv2D(4, stride=2), MaxPool2D(3, stride=1), Flatten(), Dense(5)), "mse")
     assert [s.output_shape for s in spec.walk()] == [(6, 6, 4), (4, 4, 4), (64,), (5,)]
     assert spec.walk()[0].params == {"kernel": (3, 3, 3, 4), "bias": (4,)}
+
+
+def test_an_adaptive_pool_tiles_uneven_windows_and_repeats_rows_to_upsample() -> None:
+    """torch's windows: rows floor(i H / oh) to ceil((i + 1) H / oh), overlapping where oh does not divide H."""
+    spec = ModelSpec.from_dict(_net({"type": "adaptive_avgpool2d", "size": [3, 6], "name": "pool"}))
+    assert spec.walk()[0].output_shape == (3, 6, 2) and spec.walk()[0].params == {}
+    rows, columns = spec.layers[0].averaging((7, 4, 2))
+    third = 1 / 3
+    assert rows == ((third,) * 3 + (0,) * 4, (0, 0) + (third,) * 3 + (0, 0), (0,) * 4 + (third,) * 3)
+    assert columns == ((1, 0, 0, 0), (0.5, 0.5, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0.5, 0.5), (0, 0, 0, 1))
+    assert ModelSpec.from_dict(spec.to_dict()) == spec and spec.to_dict()["layers"][0]["size"] == (3, 6)

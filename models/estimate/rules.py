@@ -65,8 +65,9 @@ class Rules:
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
-                 "relu6": ("output",), "maxpool2d": ("input",), "avgpool2d": (), "global_avg_pool": (),
-                 "dropout": ("mask",), "add": (), "concat": (), "pad": (), "flatten": (), "silu": ("input",),
+                 "relu6": ("output",), "maxpool2d": ("input",), "avgpool2d": (), "adaptive_avgpool2d": (),
+                 "global_avg_pool": (), "dropout": ("mask",), "add": (), "concat": (), "pad": (), "flatten": (),
+                 "silu": ("input",),
                  "sigmoid": ("output",), "hard_sigmoid": ("output",), "hard_swish": ("input",), "gelu": ("input",),
                  "layernorm": ("input",), "rescale": (), "normalize": (), "zeropad2d": (), "crop2d": (),
                  "upsample2d": (), "reshape": (), "multiply": ("input",), "layerscale": ("input",)}
@@ -95,11 +96,12 @@ RULES = {
             " when per example); SiLU, hard swish and GELU their input, sigmoid and hard sigmoid their output (the"
             " hard one's slope is 1/6 where its output is strictly between 0 and 1, else 0), layer norm its input,"
             " multiply its inputs, a layer scale its input (its scale's gradient is the sum of the input times the"
-            " output's gradient); average pooling, the global mean, add, concat, rescale, normalize (its statistics"
-            " fixed), zero padding, cropping, upsampling and reshape are linear and keep nothing; every gradient is"
-            " live at the update, which allocates nothing"),
+            " output's gradient); average pooling (adaptive too), the global mean, add, concat, rescale, normalize"
+            " (its statistics fixed), zero padding, cropping, upsampling and reshape are linear and keep nothing;"
+            " every gradient is live at the update, which allocates nothing"),
     "torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
+                               "adaptive_avgpool2d": ("input",),
                                "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",),
                                "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD},
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
@@ -113,7 +115,8 @@ RULES = {
             " native_batch_norm its input and the per-channel save_mean and save_invstd (its weight and running"
             " statistics are the module's own); hardtanh (ReLU6) its input, and in place (hardtanh_, whose formula"
             " reads the original input) a clone of it, so in place it keeps as much (relu_ keeps its result);"
-            " avg_pool2d its input; add, cat and the mean over H and W nothing; dropout on the CPU multiplies by a"
+            " avg_pool2d and _adaptive_avg_pool2d their input; add, cat and the mean over H and W nothing; dropout"
+            " on the CPU multiplies by a"
             " float noise tensor it keeps, on CUDA the fused native_dropout keeps a bool mask (torchgen's"
             " derivatives.yaml: result1; not run here), per example (a mul by (N, 1, 1, 1) noise) the noise only;"
             " silu, gelu, hardswish and hardsigmoid keep their input, sigmoid its output, native_layer_norm its input"
@@ -153,7 +156,8 @@ RULES = {
                             ("momentum", "cpu"): ("largest", 1), ("momentum", "cuda"): ("largest", 1)},
         why="gradient functions (nn_grad.py, math_grad.py; the forward tensors the traced step's gradient ops read):"
             " Conv2D, DepthwiseConv2dNative and MatMul keep their input, Relu and Relu6 their output, MaxPool its input"
-            " and output, AvgPool, Mean, AddV2 and ConcatV2 only shapes; Keras's BatchNormalization is composed"
+            " and output, AvgPool, Mean, AddV2 and ConcatV2 only shapes (so Keras's AdaptiveAveragePooling2D, AvgPool"
+            " windows joined and gathered by constant indices); Keras's BatchNormalization is composed"
             " (tf.nn.moments, tf.nn.batch_normalization): SquaredDifference and Mul keep its input plus per-channel"
             " mean, rsqrt and scale (not the fused kernel; grappler might still rewrite it); stateless_dropout keeps"
             " the bool keep-mask of its SelectV2 (per example, an (N, 1, 1, 1) one); silu's custom gradient keeps its"
@@ -202,8 +206,9 @@ RULES = {
             " the plain-jnp layer norm three of its size and three per position (XLA's CPU plan keeps about one: the"
             " rules keep the residuals), normalize its per-channel divisor, mul both inputs (a layer scale's other"
             " its parameter); the scalar"
-            " affine, pad, resize (its index or weight vectors are small), reshape and a crop's slice (its"
-            " transpose is a pad) nothing; a per-example dropout"
+            " affine, pad, resize (its index or weight vectors are small), reshape, a crop's slice (its"
+            " transpose is a pad) and an adaptive pool's einsum by constant averaging matrices (its residuals are"
+            " those small matrices) nothing; a per-example dropout"
             " mask is one value per example (XLA fuses its broadcast: +0 activations in the plan), and an average"
             " pool's jnp.pad fuses into reduce_window (the plan's temp grows 0.06 of the map), so its padding is inside"
             " the op; bnrelu is estimated"
@@ -242,7 +247,8 @@ RULES = {
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
             " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean as a"
             " residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch norm, not 2);"
-            " dropout's lax.select keeps the bool mask (per example, its broadcast, which XLA fuses); Keras's"
+            " dropout's lax.select keeps the bool mask (per example, its broadcast, which XLA fuses); its"
+            " AdaptiveAveragePooling2D (window sums, a concatenate, a take of constant indices) nothing; Keras's"
             " activations as the jax rules'; its composed layer norm (print_saved_residuals on the CPU) keeps its"
             " input, x - mean, its scale times rsqrt (of the input's size) and four per-position tensors, its"
             " normalization the per-channel divisor; keras.remat is jax.checkpoint, which XLA on the CPU does not"
@@ -258,7 +264,8 @@ RULES = {
             " gradient live), and the optimizer makes each weight's slots in turn (add_optimizer_variables)"),
     "keras-torch": Rules(
         saves=NEUTRAL_SAVES | {"conv2d": ("copy", "kernel"), "maxpool2d": ("copy", "indices"), "relu6": ("input",),
-                               "avgpool2d": ("copy",), "batchnorm": ("input", "residual", *BN_CHANNELS[:3]),
+                               "avgpool2d": ("copy",), "adaptive_avgpool2d": ("copy",),
+                               "batchnorm": ("input", "residual", *BN_CHANNELS[:3]),
                                "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
@@ -267,7 +274,8 @@ RULES = {
         caching_on=("cuda",),
         update_temporaries={("adam", "cpu"): ("all", 3), ("adam", "cuda"): ("all", 3)},
         why="torch's autograd under Keras (saved_tensors_hooks on each Keras layer): the torch rules for dense,"
-            " ReLU, ReLU6, add and concat; a conv (depthwise too) or a pool keeps Keras's channels-first copy of its"
+            " ReLU, ReLU6, add and concat; a conv (depthwise too) or a pool (adaptive_avg_pool2d too) keeps"
+            " Keras's channels-first copy of its"
             " input and of its kernel (keras/src/backend/torch/nn.py: permute, then a contiguous channels_last"
             " copy), tensors of their own beside the"
             " channels-last input a ReLU may keep too (for an uneven 'same' padding, the padded copy made from it);"

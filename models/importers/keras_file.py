@@ -433,7 +433,8 @@ class _Importer:
             return self._emit(name, "relu6" if top == 6 else "relu", inputs)
         if kind == "Activation":
             return inputs[0]  # its activation follows, as any layer's
-        if kind in ("Rescaling", "UpSampling2D", "Cropping2D", "Reshape", "GlobalAveragePooling2D", "Dropout"):
+        if kind in ("Rescaling", "UpSampling2D", "Cropping2D", "Reshape", "GlobalAveragePooling2D",
+                    "AdaptiveAveragePooling2D", "Dropout"):
             return self._reshaped(name, kind, config, inputs)
         if kind in ("Flatten", "Add", "Multiply", "Concatenate"):
             return self._joined(name, kind, config, inputs)
@@ -487,7 +488,7 @@ class _Importer:
 
     def _reshaped(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """The one-input layers without weights that change a tensor's values or shape: rescaling, upsampling,
-        cropping, reshape, global average pooling and dropout."""
+        cropping, reshape, global and adaptive average pooling (Keras's windows are torch's) and dropout."""
         if kind == "Rescaling":
             scale, offset = config.get("scale", 1.0), config.get("offset", 0.0)
             if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in (scale, offset)):
@@ -505,6 +506,8 @@ class _Importer:
             return self._emit(name, "crop2d", inputs, top=top, bottom=bottom, left=left, right=right)
         if kind == "Reshape":
             return self._emit(name, "reshape", inputs, shape=self._target_shape(config["target_shape"], inputs[0]))
+        if kind == "AdaptiveAveragePooling2D":
+            return self._emit(name, "adaptive_avgpool2d", inputs, size=_pair(config["output_size"]))
         if kind == "GlobalAveragePooling2D":
             return self._emit(name, "global_avg_pool", inputs, keepdims=bool(config.get("keepdims", False)))
         noise, rank = config.get("noise_shape"), len(self.shapes[inputs[0]])

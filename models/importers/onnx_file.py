@@ -32,6 +32,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from models.importers import onnx_adaptive_pool
 from models.importers.onnx_dropout import DropoutMask, dropout_mask
 from models.importers.onnx_folding import computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
@@ -151,7 +152,7 @@ def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
     fused = fused_batch_norm(model)
     if fused:
         raise SpecError(f"{source}: {fused}")
-    return _Importer(source, name, model, *computed_constants(model))
+    return _Importer(source, name, model, *computed_constants(model), opset)
 
 
 def _attributes(node: onnx.NodeProto) -> dict[str, object]:
@@ -200,6 +201,7 @@ class _Importer:
     model: onnx.ModelProto
     computed: dict[str, np.ndarray]  # what the graph computes from constants alone: the exporter's arithmetic
     known: set[str]  # those values' names, with the ones the folder left out once unread: none is a layer's
+    opset: int  # the default domain's
     entries: list[dict] = field(default_factory=list)
     shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape
     weights: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # spec name -> canonical arrays
@@ -411,6 +413,8 @@ class _Importer:
             self._flatten(node, label)
         elif op == "Reshape":
             self._reshape(node, attributes, label)
+        elif op == "Transpose" and tuple(attributes.get("perm", ())) == onnx_adaptive_pool.PERM:
+            self._adaptive_pool(node, attributes, label)
         elif op == "Transpose":
             self._transpose(node, attributes)
         elif op == "Pad":
@@ -533,9 +537,27 @@ class _Importer:
         if (value.layout, perm) in moves and len(self.shapes[value.spec]) == 3:
             self._set(node, value.spec, moves[(value.layout, perm)])
         elif perm != (0, 1):
-            raise _Refused(f"permutes {list(perm)}; the importer follows only NCHW <-> NHWC transposes")
+            raise _Refused(f"permutes {list(perm)}; the importer follows only NCHW <-> NHWC transposes (and NCHW to "
+                           f"HWNC where an adaptive average pool's decomposition starts)")
         else:
             self.tensors[node.output[0]] = value
+
+    def _adaptive_pool(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """The Transpose that starts the exporter's decomposition of an adaptive average pool
+        (models/importers/onnx_adaptive_pool.py): its nodes are taken in, the tensor that is the pool becomes one
+        adaptive_avgpool2d named after its node. Anything else is refused as the Transpose it is."""
+        value = self._value(node, 0)
+        pool = onnx_adaptive_pool.adaptive_pool(node, self._image_shape(value), self.readers, self.constants,
+                                                self.opset, {output.name for output in self.graph.output}) \
+            if value.layout == FIRST and len(self.shapes[value.spec]) == 3 else None
+        if pool is None:
+            self._transpose(node, attributes)
+            return
+        self.folded.update(id(part) for part in pool.chain)
+        end = next(part for part in pool.chain if pool.output in part.output)
+        height, width = pool.size
+        self.tensors[pool.output] = _Tensor(self._emit(end.name or pool.output, "adaptive_avgpool2d", [value.spec],
+                                                       size=height if height == width else [height, width]), FIRST)
 
     def _softmax(self, node: onnx.NodeProto, output: str) -> None:
         """A softmax over the class scores at the output is the cross_entropy loss's own: it sets the loss."""

@@ -44,9 +44,9 @@ KERAS_NETS = {name: LARGER if name in ("InceptionV3", "InceptionResNetV2", "Xcep
     "InceptionV3", "InceptionResNetV2", "MobileNet", "MobileNetV2", "MobileNetV3Small", "MobileNetV3Large",
     "NASNetMobile", "NASNetLarge", "ResNet50", "ResNet101", "ResNet152", "ResNet50V2", "ResNet101V2", "ResNet152V2",
     "VGG16", "VGG19", "Xception")}
-NATIVE = 224  # VGG's and AlexNet's own: their classifier pools the map to 7x7, which at 64 pixels would be 2x2
-TORCHVISION_NETS = {name: {"inception_v3": LARGER, "vgg11": NATIVE, "vgg11_bn": NATIVE, "alexnet": NATIVE}.get(
-    name, SIZE) for name in (
+# VGG's and AlexNet's classifiers pool the map to 7x7 and 6x6 whatever its size: at 64 pixels an adaptive average
+# pool from 2x2 and 1x1 (the spec's adaptive_avgpool2d), so they too are built at 64
+TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in (
     "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "alexnet", "squeezenet1_1",
     "densenet121", "googlenet", "inception_v3", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
     "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}

@@ -11,7 +11,9 @@ second net has torch's dropouts in training, which the default exporter writes a
 (`dropouts.onnx`): torchvision's stochastic depth (one draw per example), an in-place nn.Dropout, and a plain one.
 A third is torchvision's ConvNeXt in small (`pointwise.onnx`): Linear layers over an image's channels made last by
 a permute, and its head: a global pool of a map strided channels-last, which the exporter writes with an
-as_strided, then a channels-last layer norm before the flatten.
+as_strided, then a channels-last layer norm before the flatten. A fourth has adaptive average pools whose size does
+not divide the input's, which it writes as their decomposition (`adaptive.onnx`): a Transpose, a GatherND of the
+windows, then Where, Gather, Add and Div where the windows are uneven, a ReduceMean where they are even.
 """
 
 from __future__ import annotations
@@ -81,6 +83,18 @@ class Pointwise(nn.Module):
         return self.head(torch.flatten(self.head_norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2), 1))
 
 
+class Adaptive(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.uneven = nn.AdaptiveAvgPool2d((3, 6))  # 5 to 3 by windows of 2, 3 and 2 rows; 4 to 6 by 1 or 2 columns
+        self.even = nn.AdaptiveAvgPool2d((2, 4))  # 3 to 2 by windows of 2 rows; 6 to 4 by 2 columns
+        self.head = nn.Linear(4 * 2 * 4, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.even(self.uneven(torch.relu(self.conv(x)))), 1))
+
+
 def main() -> None:
     torch.manual_seed(0)
     net, image = Net(), torch.randn(2, 3, 16, 16)
@@ -98,10 +112,12 @@ def main() -> None:
     torch.onnx.export(dropouts.train(), (torch.randn(2, 3, 8, 8),), HERE / "dropouts.onnx", optimize=False, **batch)
     pointwise = Pointwise()
     torch.onnx.export(pointwise.train(), (torch.randn(2, 4, 6, 6),), HERE / "pointwise.onnx", optimize=False, **batch)
+    adaptive = Adaptive()
+    torch.onnx.export(adaptive.train(), (torch.randn(2, 3, 5, 4),), HERE / "adaptive.onnx", optimize=False, **batch)
     counts = {type(each).__name__: {"parameters": sum(parameter.numel() for parameter in each.parameters()),
                                     "statistics": sum(buffer.numel() for buffer in each.buffers()
                                                       if buffer.is_floating_point())}
-              for each in (net, dropouts, pointwise)}
+              for each in (net, dropouts, pointwise, adaptive)}
     (HERE / "counts.json").write_text(json.dumps(counts) + "\n")  # torch's own, for the importer's to equal
 
 
