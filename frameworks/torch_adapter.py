@@ -200,13 +200,15 @@ def _channel_slice(layer: ChannelSlice) -> torch.nn.Module:
 
 
 def _channel_shuffle(groups: int) -> torch.nn.Module:
-    """torchvision's channel_shuffle: a view as (N, groups, C / groups, H, W), transposed, and the copy that
-    makes it contiguous viewed as (N, C, H, W) (reshape copies a non-contiguous tensor as .contiguous() does)."""
+    """torchvision's channel_shuffle: a view as (N, groups, C / groups, H, W), transposed, copied contiguous and
+    viewed as (N, C, H, W). Always a copy (its .contiguous() is none where groups is 1 or C, the shuffle then the
+    identity), so an in-place ReLU after it never writes the tensor it read."""
 
     class ChannelShuffle(torch.nn.Module):
         def forward(self, inputs: torch.Tensor) -> torch.Tensor:
             n, c, h, w = inputs.shape
-            return inputs.view(n, groups, c // groups, h, w).transpose(1, 2).reshape(n, c, h, w)
+            shuffled = inputs.view(n, groups, c // groups, h, w).transpose(1, 2)
+            return shuffled.clone(memory_format=torch.contiguous_format).view(n, c, h, w)
 
     return ChannelShuffle()
 
