@@ -34,6 +34,8 @@ from models.spec import (
     Add,
     AvgPool2D,
     BatchNorm,
+    ChannelShuffle,
+    ChannelSlice,
     Concat,
     Conv2D,
     Crop2D,
@@ -423,6 +425,8 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               Normalize: lambda: _normalized(layer, state, x),
               ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),
               Crop2D: lambda: x[:, layer.top:x.shape[1] - layer.bottom, layer.left:x.shape[2] - layer.right],
+              ChannelSlice: lambda: x[..., layer.start:layer.stop],
+              ChannelShuffle: lambda: x.reshape(*x.shape[:3], layer.groups, -1).swapaxes(3, 4).reshape(x.shape),
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
               Concat: lambda: numpy.concatenate(inputs, axis=-1)}
     return simple[type(layer)](), None

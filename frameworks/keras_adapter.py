@@ -40,6 +40,8 @@ from models.spec import (
     Add,
     AvgPool2D,
     BatchNorm,
+    ChannelShuffle,
+    ChannelSlice,
     Concat,
     Conv2D,
     Crop2D,
@@ -264,6 +266,10 @@ class KerasAdapter(Adapter):
                                                     scale=layer.scale, center=layer.center, **dtype)]
         if isinstance(layer, AvgPool2D):
             return _average_pool(layer, step.input_shape, dtype)
+        if isinstance(layer, ChannelShuffle):  # (H, W, groups, C / groups) transposed: Keras's own layers
+            height, width, channels = step.input_shape
+            return [keras.layers.Reshape((height, width, layer.groups, channels // layer.groups), **dtype),
+                    keras.layers.Permute((1, 2, 4, 3), **dtype), keras.layers.Reshape(step.input_shape, **dtype)]
         # one draw per example: Keras's noise_shape, the batch's axis left to the input
         noise = (None, *(1,) * len(step.input_shape)) if isinstance(layer, Dropout) and layer.per_example else None
         simple = {
@@ -288,6 +294,7 @@ class KerasAdapter(Adapter):
             ZeroPad2D: lambda: keras.layers.ZeroPadding2D(((layer.top, layer.bottom), (layer.left, layer.right)),
                                                           **dtype),
             Crop2D: lambda: keras.layers.Cropping2D(((layer.top, layer.bottom), (layer.left, layer.right)), **dtype),
+            ChannelSlice: lambda: _classes().ChannelSlice(layer.start, layer.stop, **dtype),
             Upsample2D: lambda: keras.layers.UpSampling2D(layer.scale, interpolation=layer.interpolation, **dtype),
             Add: lambda: keras.layers.Add(**dtype),
             Multiply: lambda: keras.layers.Multiply(**dtype),
@@ -537,6 +544,26 @@ def _minus_infinity_padding() -> type:
 
 
 @functools.cache
+def _channel_slice() -> type:
+    """The channel slice layer, defined once Keras is imported (Keras has no slicing layer)."""
+
+    class ChannelSlice(keras.layers.Layer):
+        """Channels start to stop of the last axis."""
+
+        def __init__(self, start: int, stop: int, **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.start, self.stop = start, stop
+
+        def call(self, inputs: object) -> object:
+            return inputs[..., self.start:self.stop]
+
+        def compute_output_shape(self, shape: tuple) -> tuple:
+            return (*shape[:-1], self.stop - self.start)
+
+    return ChannelSlice
+
+
+@functools.cache
 def _inside_average_pooling() -> type:
     """The average pool that leaves its padding out of the mean, where Keras's 'same' is not its padding."""
 
@@ -634,4 +661,4 @@ def _recomputed() -> type:
 def _classes() -> SimpleNamespace:
     """The adapter's own Keras layers, defined once Keras is imported."""
     return SimpleNamespace(MinusInfinityPadding=_minus_infinity_padding(), Recomputed=_recomputed(),
-                           InsideAveragePooling=_inside_average_pooling())
+                           InsideAveragePooling=_inside_average_pooling(), ChannelSlice=_channel_slice())

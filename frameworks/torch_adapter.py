@@ -22,6 +22,8 @@ from models.spec import (
     Add,
     AvgPool2D,
     BatchNorm,
+    ChannelShuffle,
+    ChannelSlice,
     Concat,
     Conv2D,
     Crop2D,
@@ -188,6 +190,30 @@ def _crop(layer: Crop2D) -> torch.nn.Module:
     return Crop()
 
 
+def _channel_slice(layer: ChannelSlice) -> torch.nn.Module:
+    """Channels start to stop, a view (torch.chunk's parts are views too)."""
+
+    class ChannelSlice(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return inputs[:, layer.start:layer.stop]
+
+    return ChannelSlice()
+
+
+def _channel_shuffle(groups: int) -> torch.nn.Module:
+    """torchvision's channel_shuffle: a view as (N, groups, C / groups, H, W), transposed, copied contiguous and
+    viewed as (N, C, H, W). Always a copy (its .contiguous() is none where groups is 1 or C, the shuffle then the
+    identity), so an in-place ReLU after it never writes the tensor it read."""
+
+    class ChannelShuffle(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            n, c, h, w = inputs.shape
+            shuffled = inputs.view(n, groups, c // groups, h, w).transpose(1, 2)
+            return shuffled.clone(memory_format=torch.contiguous_format).view(n, c, h, w)
+
+    return ChannelShuffle()
+
+
 def _rescale(scale: float, offset: float) -> torch.nn.Module:
     """x * scale + offset with constants, as Keras's Rescaling (torch has no such module)."""
 
@@ -337,6 +363,8 @@ class TorchAdapter(Adapter):
             Normalize: lambda: _normalize(layer, step.input_shape, self.device),
             ZeroPad2D: lambda: nn.ZeroPad2d((layer.left, layer.right, layer.top, layer.bottom)),
             Crop2D: lambda: _crop(layer),
+            ChannelSlice: lambda: _channel_slice(layer),
+            ChannelShuffle: lambda: _channel_shuffle(layer.groups),
             Upsample2D: lambda: nn.Upsample(scale_factor=layer.scale, mode=layer.interpolation,
                                             align_corners=False if layer.interpolation == "bilinear" else None),
             Reshape: lambda: _reshape(layer.shape),

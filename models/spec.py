@@ -541,6 +541,47 @@ class Crop2D(_Sides):
 
 
 @dataclass(frozen=True)
+class ChannelSlice(_OneInput):
+    """Channels start to stop of an image, (H, W, stop - start): one half of ShuffleNetV2's chunk in two (a spec
+    layer has one output, so a split is one slice per part, each reading the same input)."""
+
+    start: int
+    stop: int
+    kind: ClassVar[str] = "channel_slice"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.start, bool) or not isinstance(self.start, int) or self.start < 0:
+            raise SpecError(f"channel_slice.start must be a channel >= 0, got {_shown(self.start)}")
+        _positive(self.stop, "channel_slice.stop")
+        if self.stop <= self.start:
+            raise SpecError(f"channel_slice.stop must be past its start {self.start}, got {self.stop}")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, c = _image(shape, self.kind)
+        if self.stop > c:
+            raise SpecError(f"channel_slice stops at channel {self.stop} of an image of {c}")
+        return h, w, self.stop - self.start
+
+
+@dataclass(frozen=True)
+class ChannelShuffle(_SameShape):
+    """An image's channels read as (groups, C / groups) and written transposed, output channel j * groups + i
+    being input channel i * C / groups + j: ShuffleNet's mixing of its branches' channels."""
+
+    groups: int
+    kind: ClassVar[str] = "channel_shuffle"
+
+    def __post_init__(self) -> None:
+        _positive(self.groups, "channel_shuffle.groups")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        _, _, c = _image(shape, self.kind)
+        if c % self.groups:
+            raise SpecError(f"channel_shuffle of {c} channels into {self.groups} groups: they do not divide")
+        return shape
+
+
+@dataclass(frozen=True)
 class Upsample2D(_OneInput):
     """Height and width times `scale`: each pixel repeated (nearest) or interpolated with half-pixel centres
     (bilinear: torch's align_corners=False, Keras's and JAX's resize)."""
@@ -633,11 +674,11 @@ class Multiply(_Merge):
 
 Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten
          | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | LayerScale | Rescale | Normalize
-         | ZeroPad2D | Crop2D | Upsample2D | Reshape | Add | Concat | Multiply)
+         | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle | Upsample2D | Reshape | Add | Concat | Multiply)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
     SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LayerNorm, LayerScale, Rescale, Normalize, ZeroPad2D, Crop2D,
-    Upsample2D, Reshape, Add, Concat, Multiply)}
+    ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "layerscale", "rescale",
                "normalize")

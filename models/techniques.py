@@ -122,11 +122,12 @@ def boundary(spec: ModelSpec, run: range) -> tuple[tuple[int, ...], tuple[int, .
 
 def in_place(spec: ModelSpec, technique: str) -> set[int]:
     """The activation layers run in place: with the inplace technique, those whose input nothing else reads and is
-    no crop (torch's slice is a view: writing it would write the tensor it was cut from, which others may read)."""
+    no crop or channel slice (torch's slice is a view: writing it would write the tensor it was cut from, which
+    others may read)."""
     if technique != "inplace":
         return set()
     readers = spec.consumers()
     return {index for index, layer in enumerate(spec.layers) if layer.kind in ("relu", "relu6")
-            and all(readers[source] == [index] and spec.layers[source].kind != "crop2d"
+            and all(readers[source] == [index] and spec.layers[source].kind not in ("crop2d", "channel_slice")
                     for source in spec.layer_inputs(index) if source >= 0)
             and spec.layer_inputs(index) != (-1,)}

@@ -81,12 +81,14 @@ def residual_net() -> tuple[onnx.ModelProto, str]:
 
 def newer_net() -> tuple[onnx.ModelProto, str]:
     """The newer kinds: an uneven Pad folded before a conv, clip (relu6), a squeeze-and-excite block (reshapes,
-    sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, nearest and linear resize, a Slice of height and
-    width (a crop), padded average pools (counting the padding, and not), a max pool rounding up (ceil_mode), a
-    depthwise conv, HardSwish, x * HardSigmoid(x) (torch's Hardswish before opset 14) and HardSigmoid as torch
-    exports it (alpha 1/6), layer scales (a Mul by a (C, 1, 1) initializer, and by a (C,) one channels-last), layer
-    norm over channels (between transposes) and over features, gelu, the flatten of a real map into a MatMul + Add,
-    dropout, and a softmax at the output.
+    sigmoid, a per-channel Mul), x * sigmoid(x) (silu), concat, ShuffleNetV2's torch.chunk as the default exporter
+    writes it (SplitToSequence, SequenceAt) and as the legacy one does (Split), Slices of the channels,
+    torchvision's channel shuffle (Reshape, Transpose, Identity, Reshape), nearest and linear resize, a Slice of
+    height and width (a crop), padded average pools (counting the padding, and not), a max pool rounding up
+    (ceil_mode), a depthwise conv, HardSwish, x * HardSigmoid(x) (torch's Hardswish before opset 14) and HardSigmoid
+    as torch exports it (alpha 1/6), layer scales (a Mul by a (C, 1, 1) initializer, and by a (C,) one
+    channels-last), layer norm over channels (between transposes) and over features, gelu, the flatten of a real map
+    into a MatMul + Add, dropout, and a softmax at the output.
     Returns the model and its pre-softmax scores' name."""
     net = _Net(3, 8)
     x = net.node("Pad", ["image", net.constant("pads", [0, 0, 0, 1, 0, 0, 1, 0])], "pad")  # top 0 left 1 bottom 1
@@ -100,6 +102,20 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     g = net.conv(x, "grouped", 8, 8, 1, group=2)
     g = net.node("Mul", [g, net.node("Sigmoid", [g], "swish_gate")], "swish")
     x = net.node("Concat", [s, g], "cat", axis=1)  # 16 channels
+    parts = net.node("SplitToSequence", [x, net.constant("half", 8)], "chunk", axis=1)
+    x = net.node("Concat", [net.node("SequenceAt", [parts, net.constant("last", -1)], "half1"),
+                            net.node("Relu", [net.node("SequenceAt", [parts, net.constant("first", 0)], "half0")],
+                                     "half0_relu")], "swap", axis=1)
+    x = net.node("Reshape", [x, net.constant("grouped", [0, 2, 8, 4, 4])], "view", allowzero=0)
+    x = net.node("Identity", [net.node("Transpose", [x], "transpose", perm=[0, 2, 1, 3, 4])], "clone")
+    x = net.node("Reshape", [x, net.constant("back", [0, 16, 4, 4])], "view_back")  # a channel shuffle of 2 groups
+    net.nodes.append(helper.make_node("Split", [x, net.constant("sizes", [4, 12])], ["split0", "split1"], "split",
+                                      axis=1))
+    x = net.node("Concat", ["split1", net.node("Slice", ["split0", net.constant("second", [1]),
+                                                         net.constant("end", [2**63 - 1]), net.constant("c", [1])],
+                                               "rest"),
+                            net.node("Slice", ["split0", net.constant("zeroth", [0]), net.constant("one", [1]),
+                                               net.constant("c_last", [-3])], "one")], "rotate", axis=1)  # 16
     x = net.node("Resize", [x, "", net.constant("twice", [1, 1, 2, 2], np.float32)], "up", mode="nearest")  # 8
     x = net.node("Slice", [x, net.constant("from", [1, 0]), net.constant("to", [2**63 - 1, -1]),
                            net.constant("hw", [2, 3])], "crop")  # 7: the first row and the last column cut off
@@ -161,6 +177,13 @@ def test_mapping(tmp_path: Path) -> None:
     assert layers["stem_relu6"]["type"] == "relu6" and layers["se"]["type"] == "multiply"
     assert layers["swish"]["type"] == "silu" and "swish_gate" not in layers
     assert layers["crop"] | {"inputs": []} == {"type": "crop2d", "top": 1, "right": 1, "name": "crop", "inputs": []}
+    slices = {name: (layers[name]["type"], layers[name]["start"], layers[name]["stop"]) for name in
+              ("half0", "half1", "split_0", "split_1", "rest", "one")}  # torch.chunk's halves, Split's, Slices of C
+    assert slices == {"half0": ("channel_slice", 0, 8), "half1": ("channel_slice", 8, 16),
+                      "split_0": ("channel_slice", 0, 4), "split_1": ("channel_slice", 4, 16),
+                      "rest": ("channel_slice", 1, 4), "one": ("channel_slice", 0, 1)}
+    assert layers["view"] | {"inputs": []} == {"type": "channel_shuffle", "groups": 2, "name": "view", "inputs": []}
+    assert not {"chunk", "transpose", "clone", "view_back"} & layers.keys()
     assert layers["hswish"]["type"] == layers["hswish13"]["type"] == "hard_swish" and "hswish_gate" not in layers
     assert layers["hsigmoid"]["type"] == "hard_sigmoid"
     assert layers["scale"]["type"] == layers["scale_last"]["type"] == "layerscale"
@@ -328,6 +351,11 @@ REFUSED = {
         numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("from", [0]), ("to", [4]), ("axes", [2]),
                                                                        ("steps", [2]))]),
                 "node 'every_other' (Slice) slices axes [2] by steps [2]"),
+    "not_shuffled": (lambda: _one_node("Reshape", "view", ["grouped"], [
+        numpy_helper.from_array(np.array([0, 2, 1, 8, 8], np.int64), "grouped")]),
+                     "node 'view' (Reshape) reshapes [2, 8, 8] to [2, 1, 8, 8], then is no channel shuffle"),
+    "split_rows": (lambda: _one_node("Split", "rows", [], [], axis=2),
+                   "node 'rows' (Split) splits axis 2; the spec's channel_slice takes the channels"),
     "dilated": (lambda: _one_node("Conv", "atrous", ["W"], [numpy_helper.from_array(np.zeros((2, 2, 3, 3),
                                                                                            np.float32), "W")],
                                   dilations=[2, 2]), "node 'atrous' (Conv) is dilated"),

@@ -16,6 +16,8 @@ from models.spec import (
     Add,
     AvgPool2D,
     BatchNorm,
+    ChannelShuffle,
+    ChannelSlice,
     Concat,
     Conv2D,
     Crop2D,
@@ -78,8 +80,9 @@ HEATMAP = ModelSpec("parity-heatmap", (16, 16, 3), (
 
 def residual(dropout: float) -> ModelSpec:
     """Every graph layer: explicit padding, padded max-pool rounding up (ceil_mode), a residual add around BN,
-    ReLU6, a depthwise and a grouped conv, a concatenation, average pools that leave their padding out of the mean
-    (NASNet's, Inception's; one rounding up), global pooling, dropout (0 in training: see the dropout test)."""
+    ReLU6, a depthwise and a grouped conv, a concatenation, ShuffleNetV2's channel slices (uneven, joined swapped)
+    and channel shuffle, average pools that leave their padding out of the mean (NASNet's, Inception's; one
+    rounding up), global pooling, dropout (0 in training: see the dropout test)."""
     net = Graph()
     net.conv_bn(8, 3, 2)  # 16 -> 8, symmetric padding 1
     x = net.add(MaxPool2D(3, 2, padding=1, ceil_mode=True))  # 8 -> 5: padded, its last window over the far edge
@@ -88,6 +91,8 @@ def residual(dropout: float) -> ModelSpec:
     x = net.add(ReLU(), net.add(Add(), x, y))
     z = net.add(Conv2D(6, 3, padding="same", groups=2), x)
     x = net.add(Concat(), x, z)
+    net.add(Concat(), net.add(ChannelSlice(4, 14), x), net.add(ChannelSlice(0, 4), x))
+    net.add(ChannelShuffle(2))
     net.add(BatchNorm(epsilon=1e-3, momentum=0.3, scale=False))  # InceptionV3's: no scale learned
     net.add(AvgPool2D(3, 1, padding=1, count_include_pad=False))  # 5 -> 5, the padding left out: Keras's 'same'
     net.add(AvgPool2D(2, 2, ceil_mode=True, count_include_pad=False))  # 5 -> 3, the overhang left out: 'same' too

@@ -70,7 +70,8 @@ NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input
                  "silu": ("input",),
                  "sigmoid": ("output",), "hard_sigmoid": ("output",), "hard_swish": ("input",), "gelu": ("input",),
                  "layernorm": ("input",), "rescale": (), "normalize": (), "zeropad2d": (), "crop2d": (),
-                 "upsample2d": (), "reshape": (), "multiply": ("input",), "layerscale": ("input",)}
+                 "channel_slice": (), "channel_shuffle": (), "upsample2d": (), "reshape": (), "multiply": ("input",),
+                 "layerscale": ("input",)}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
@@ -97,8 +98,8 @@ RULES = {
             " hard one's slope is 1/6 where its output is strictly between 0 and 1, else 0), layer norm its input,"
             " multiply its inputs, a layer scale its input (its scale's gradient is the sum of the input times the"
             " output's gradient); average pooling (adaptive too), the global mean, add, concat, rescale, normalize"
-            " (its statistics fixed), zero padding, cropping, upsampling and reshape are linear and keep nothing;"
-            " every gradient is live at the update, which allocates nothing"),
+            " (its statistics fixed), zero padding, cropping, a channel slice or shuffle, upsampling and reshape are"
+            " linear and keep nothing; every gradient is live at the update, which allocates nothing"),
     "torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
                                "adaptive_avgpool2d": ("input",),
@@ -124,7 +125,8 @@ RULES = {
             " parameter), a normalization its"
             " per-channel divisor (its"
             " statistics fixed); a scalar affine, constant_pad_nd, upsample_nearest2d, upsample_bilinear2d and a"
-            " view (a crop's slice too) keep nothing but shapes, avg_pool2d its input with its padding inside"
+            " view (a crop's or channel slice too) and a channel shuffle (view, transpose, reshape's copy) keep nothing"
+            " but shapes, avg_pool2d its input with its padding inside"
             " (measured with the hooks on the CPU, no GPU figure yet); ZeroPad2d's padded copy replaces the conv"
             " input where 'same' is"
             " uneven, integer padding is inside the conv; Adam's state arrives in the first step(); on the CPU Adam"
@@ -166,8 +168,9 @@ RULES = {
             " hard_silu (x times that) its input, the hard sigmoid and that Relu6 output, layer norm its input, its"
             " scale times rsqrt (of the input's size) and three per-position tensors, normalization its per-channel"
             " divisor, Mul both inputs (a layer scale's other its gamma, a variable);"
-            " Pad, Tile (nearest upsampling), Reshape, the mean and Cropping2D's StridedSlice (array_grad.py: its"
-            " gradient reads the input's shape only) nothing (bilinear's ResizeBilinearGrad reads its"
+            " Pad, Tile (nearest upsampling), Reshape, Transpose (its gradient reads the permutation), the mean and"
+            " the StridedSlice of Cropping2D or a channel slice (array_grad.py: its gradient reads the input's shape"
+            " only) nothing (bilinear's ResizeBilinearGrad reads its"
             " input for the shape, which the rules do not count); Keras pads integer padding (a conv's, an average"
             " pool's) with ZeroPadding2D and max-pool padding"
             " with a -inf pad layer, padded copies whose Pad gradient keeps nothing (XLA, where Keras compiles with it,"
@@ -206,9 +209,9 @@ RULES = {
             " the plain-jnp layer norm three of its size and three per position (XLA's CPU plan keeps about one: the"
             " rules keep the residuals), normalize its per-channel divisor, mul both inputs (a layer scale's other"
             " its parameter); the scalar"
-            " affine, pad, resize (its index or weight vectors are small), reshape, a crop's slice (its"
-            " transpose is a pad) and an adaptive pool's einsum by constant averaging matrices (its residuals are"
-            " those small matrices) nothing; a per-example dropout"
+            " affine, pad, resize (its index or weight vectors are small), reshape, transpose, a crop's or channel"
+            " slice (its transpose is a pad) and an adaptive pool's einsum by constant averaging matrices (its"
+            " residuals are those small matrices) nothing; a per-example dropout"
             " mask is one value per example (XLA fuses its broadcast: +0 activations in the plan), and an average"
             " pool's jnp.pad fuses into reduce_window (the plan's temp grows 0.06 of the map), so its padding is inside"
             " the op; bnrelu is estimated"
@@ -289,7 +292,7 @@ RULES = {
             " hard_silu, multiply and ConvNeXt's LayerScale (x * gamma) as torch's; LayerNormalization calls torch's"
             " layer_norm (input, per-position mean"
             " and rstd); Normalization keeps its per-channel divisor, Rescaling a scalar; ZeroPadding2D, UpSampling2D,"
-            " Cropping2D (a slice, a view) and Reshape nothing (hooks"
+            " Cropping2D and a channel slice (slices, views), Permute and Reshape nothing (hooks"
             " on the CPU, no GPU figure yet); Keras pads uneven 'same' convolutions, integer padding (ZeroPadding2D, an"
             " average pool's too) and"
             " max-pool padding (a -inf pad layer) explicitly; Keras builds the optimizer's variables at the first"

@@ -33,6 +33,7 @@ import onnx
 from onnx import numpy_helper
 
 from models.importers import onnx_adaptive_pool
+from models.importers.onnx_channels import SHUFFLE_PERM, channel_bounds, chunked, shuffle_tail
 from models.importers.onnx_dropout import DropoutMask, dropout_mask
 from models.importers.onnx_folding import computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
@@ -183,6 +184,11 @@ def _axis(value: int, rank: int) -> int:
     return value + rank if value < 0 else value
 
 
+def _clamped(at: int, size: int) -> int:
+    """A Slice's start or end on an axis of `size`, as ONNX reads it: a negative one from the end, then clamped."""
+    return min(max(at + size if at < 0 else at, 0), size)
+
+
 def _conv_kernel(weight: np.ndarray) -> np.ndarray:
     """(out, in / groups, kh, kw) -> the spec's (kh, kw, in / groups, out)."""
     return weight.transpose(2, 3, 1, 0)
@@ -212,6 +218,8 @@ class _Importer:
     dropouts: dict[int, DropoutMask] = field(default_factory=dict)  # Muls (by id) that are a dropout's arithmetic
     folded: set[int] = field(default_factory=set)  # nodes (by id) an earlier node took in: an Add of a bias, a Mul
     padding: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # a Pad's pixels owed to its Conv
+    # a SplitToSequence's output -> the image it splits and each part's channels (start, stop), for its SequenceAts
+    sequences: dict[str, tuple[_Tensor, list[tuple[int, int]]]] = field(default_factory=dict)
     loss: str = "mse"
 
     @property
@@ -421,6 +429,10 @@ class _Importer:
             self._pad(node, attributes, label)
         elif op == "Slice":
             self._slice(node, label)
+        elif op in ("Split", "SplitToSequence"):
+            self._split(node, attributes, label)
+        elif op == "SequenceAt":
+            self._sequence_at(node, label)
         elif op == "Resize":
             self._resize(node, attributes, label)
         elif op in ("Softmax", "LogSoftmax"):
@@ -703,18 +715,27 @@ class _Importer:
         layout = shape if value.layout == FIRST and shape[:2] != (1, 1) else SAME
         self._set(node, self._emit(label, "flatten", [value.spec]), layout)
 
-    def _reshape(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
-        """Only a flatten, or a flat (C) to (C, 1, 1) (or channels-last (1, 1, C)) before a per-channel multiply."""
-        value = self._value(node, 0)
+    def _target(self, node: onnx.NodeProto, attributes: dict, onnx_shape: Shape) -> list[int]:
+        """A Reshape's constant target sizes, the batch left out: a 0 copied from `onnx_shape` (unless allowzero),
+        a -1 worked out."""
         target = self._constant(node, 1, "shape")
-        shape = self.shapes[value.spec]
-        onnx_shape = (shape[2], *shape[:2]) if value.layout == FIRST else shape
         sizes = [int(size) for size in target.reshape(-1)][1:] if target is not None else []
         if not attributes.get("allowzero"):
             sizes = [onnx_shape[i] if size == 0 and i < len(onnx_shape) else size for i, size in enumerate(sizes)]
         if sizes.count(-1) == 1:
             known = int(np.prod([size for size in sizes if size != -1]))
-            sizes[sizes.index(-1)] = int(np.prod(shape)) // max(known, 1)
+            sizes[sizes.index(-1)] = int(np.prod(onnx_shape)) // max(known, 1)
+        return sizes
+
+    def _reshape(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """Only a flatten, a flat (C) to (C, 1, 1) (or channels-last (1, 1, C)) before a per-channel multiply, the
+        (C, H, W) to (g, C / g, H, W) that begins a channel shuffle, or every value flattened for torch's
+        as_strided."""
+        value = self._value(node, 0)
+        shape = self.shapes[value.spec]
+        onnx_shape = (shape[2], *shape[:2]) if value.layout == FIRST else shape
+        sizes = self._target(node, attributes, onnx_shape)
+        target = self._constant(node, 1, "shape")
         if target is not None and target.reshape(-1).tolist() == [-1]:
             self._strided_restore(node, value, onnx_shape)
         elif sizes == [int(np.prod(shape))]:
@@ -723,8 +744,25 @@ class _Importer:
                                                                                   [1, 1, shape[0]]):
             spec = self._emit(label, "reshape", [value.spec], shape=[1, 1, shape[0]])
             self._set(node, spec, FIRST if sizes[0] != 1 or shape[0] == 1 else SAME)
+        elif value.layout == FIRST and len(sizes) == 4 and sizes[0] * sizes[1] == onnx_shape[0] and \
+                sizes[2:] == list(onnx_shape[1:]):
+            self._channel_shuffle(node, value, sizes, label)
         else:
-            raise _Refused(f"reshapes {list(onnx_shape)} to {sizes}; the importer maps a flatten and (C) -> (C, 1, 1)")
+            raise _Refused(f"reshapes {list(onnx_shape)} to {sizes}; the importer maps a flatten, (C) -> (C, 1, 1) "
+                           f"and a channel shuffle")
+
+    def _channel_shuffle(self, node: onnx.NodeProto, value: _Tensor, sizes: list[int], label: str) -> None:
+        """(C, H, W) viewed as (g, C / g, H, W), its two channel axes transposed and viewed back as (C, H, W): one
+        channel_shuffle of g groups, the nodes after this one taken in (models/importers/onnx_channels.py)."""
+        groups, per_group, height, width = sizes
+        tail = shuffle_tail(node, self._sole_reader)
+        back = None if tail is None else self._target(tail[0], _attributes(tail[0]), (per_group, groups, height,
+                                                                                        width))
+        if tail is None or back != [groups * per_group, height, width]:
+            raise _Refused(f"reshapes {[groups * per_group, height, width]} to {sizes}, then is no channel shuffle "
+                           f"(a Transpose {list(SHUFFLE_PERM)} and a Reshape back, each read by the next alone)")
+        self.folded.update(id(part) for part in (tail[0], *tail[1]))
+        self._set(tail[0], self._emit(label, "channel_shuffle", [value.spec], groups=groups), FIRST)
 
     def _strided_restore(self, node: onnx.NodeProto, value: _Tensor, shape: Shape) -> None:
         """torch's as_strided written by the default exporter (after ConvNeXt's global pool): every value flattened,
@@ -768,25 +806,72 @@ class _Importer:
                                    right=right), FIRST)
 
     def _slice(self, node: onnx.NodeProto, label: str) -> None:
-        """Rows and columns cut off a channels-first image: a crop2d, its starts and ends constant (ONNX clamps them
-        to the axis, a negative one counting from its end) and every step 1."""
+        """Rows and columns cut off a channels-first image, a crop2d, or some of its channels, a channel_slice: the
+        starts and ends constant (ONNX clamps them to the axis, a negative one counting from its end) and every
+        step 1."""
         value = self._value(node, 0)
-        height, width, _ = self._image_shape(value)
+        height, width, channels = self._image_shape(value)
         starts, ends = self._constant(node, 1, "starts"), self._constant(node, 2, "ends")
         axes, steps = self._constant(node, 3, "axes"), self._constant(node, 4, "steps")
         starts, ends = [int(start) for start in starts.reshape(-1)], [int(end) for end in ends.reshape(-1)]
         axes = [_axis(int(a), 4) for a in axes.reshape(-1)] if axes is not None else list(range(len(starts)))
         steps = [int(step) for step in steps.reshape(-1)] if steps is not None else [1] * len(starts)
+        if axes == [1] and steps == [1] and len(starts) == len(ends) == 1:
+            start, stop = (_clamped(at, channels) for at in (starts[0], ends[0]))
+            self._set(node, self._emit(label, "channel_slice", [value.spec], start=start, stop=stop), FIRST)
+            return
         if set(axes) - {2, 3} or set(steps) - {1} or len({len(starts), len(ends), len(axes), len(steps)}) > 1:
-            raise _Refused(f"slices axes {axes} by steps {steps}; the spec's crop2d cuts H and W (axes 2, 3) by "
-                           f"steps of 1")
+            raise _Refused(f"slices axes {axes} by steps {steps}; the spec's crop2d cuts H and W (axes 2, 3), its "
+                           f"channel_slice C (axis 1) alone, by steps of 1")
         sizes = {2: height, 3: width}
         kept = {axis: (0, size) for axis, size in sizes.items()}
         for axis, start, end in zip(axes, starts, ends, strict=True):
-            kept[axis] = tuple(min(max(at + sizes[axis] if at < 0 else at, 0), sizes[axis]) for at in (start, end))
+            kept[axis] = (_clamped(start, sizes[axis]), _clamped(end, sizes[axis]))
         (top, bottom), (left, right) = [(first, sizes[axis] - last) for axis, (first, last) in sorted(kept.items())]
         self._set(node, self._emit(label, "crop2d", [value.spec], top=top, bottom=bottom, left=left, right=right),
                   FIRST)
+
+    def _split(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """torch.chunk or split of a channels-first image's channels: Split (the legacy exporter's) makes one
+        channel_slice per part read; SplitToSequence (the default exporter's) keeps the parts' bounds for the
+        SequenceAt that reads each. Split's parts are equal but the last without a split; SplitToSequence's are
+        single channels without one, and of the scalar split's size but the last with one."""
+        value = self._value(node, 0)
+        channels = self._image_shape(value)[2]
+        if _axis(int(attributes.get("axis", 0)), 4) != 1:
+            raise _Refused(f"splits axis {attributes.get('axis', 0)}; the spec's channel_slice takes the channels "
+                           f"(axis 1) of a channels-first image")
+        split = self._constant(node, 1, "split")
+        if node.op_type == "Split":
+            parts = int(attributes.get("num_outputs", len(node.output)))
+            sizes = chunked(channels, -(-channels // parts)) if split is None else split.reshape(-1).tolist()
+        elif split is None and not attributes.get("keepdims", 1):
+            raise _Refused("drops the channel axis (keepdims 0); the spec's channel_slice keeps it")
+        else:
+            sizes = [1] * channels if split is None else (chunked(channels, int(split)) if split.ndim == 0
+                                                           else split.reshape(-1).tolist())
+        bounds = channel_bounds(channels, [int(size) for size in sizes])
+        if bounds is None or (node.op_type == "Split" and len(bounds) != len(node.output)):
+            raise _Refused(f"splits {channels} channels into {sizes} for {len(node.output)} outputs; the parts must "
+                           f"fill the channels, one output each")
+        if node.op_type == "SplitToSequence":
+            self.sequences[node.output[0]] = (value, bounds)
+            return
+        for index, (output, (start, stop)) in enumerate(zip(node.output, bounds, strict=True)):
+            if output in self.readers or output == self.graph.output[0].name:
+                spec = self._emit(f"{label}_{index}", "channel_slice", [value.spec], start=start, stop=stop)
+                self.tensors[output] = _Tensor(spec, FIRST)
+
+    def _sequence_at(self, node: onnx.NodeProto, label: str) -> None:
+        """One part of a SplitToSequence of the channels, at a constant position: a channel_slice."""
+        if node.input[0] not in self.sequences:
+            raise _Refused(f"reads {node.input[0]!r}, which is no mapped SplitToSequence of the channels")
+        value, bounds = self.sequences[node.input[0]]
+        position = int(self._constant(node, 1, "position"))
+        if not -len(bounds) <= position < len(bounds):
+            raise _Refused(f"reads part {position} of {len(bounds)}")
+        start, stop = bounds[position]
+        self._set(node, self._emit(label, "channel_slice", [value.spec], start=start, stop=stop), FIRST)
 
     def _resize(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         value = self._value(node, 0)
