@@ -10,18 +10,24 @@ from pathlib import Path
 
 import pytest
 
-from models.catalogue import get_model
+from models.catalogue import Graph, get_model
 from models.estimate import RULES, activations, estimate, hand_count
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import (
+    AdaptiveAvgPool2D,
     BatchNorm,
+    ChannelShuffle,
+    ChannelSlice,
+    Concat,
     Conv2D,
+    Crop2D,
     Dense,
     Flatten,
     GlobalAvgPool,
     HardSigmoid,
     HardSwish,
+    LayerScale,
     MaxPool2D,
     ModelSpec,
     ReLU,
@@ -119,6 +125,7 @@ def test_optimizer_state_arrives_where_each_framework_makes_it() -> None:
 GRAPH_SMALL = "graph-small"  # tests.test_estimate_graph.small_graph: every graph layer kind, run from a spec file
 NEWER_KINDS = "newer-kinds"  # tests.test_estimate_graph.newer_kinds: every newer layer kind, from a spec file too
 HARD_KINDS = "hard-kinds"  # hard_kinds(): MobileNetV3's activations, each read by the layer after it
+ZOO_KINDS = "zoo-kinds"  # zoo_kinds(): the kinds the public conv nets brought
 
 
 def hard_kinds() -> ModelSpec:
@@ -129,7 +136,27 @@ def hard_kinds() -> ModelSpec:
                                              GlobalAvgPool()), "mse")
 
 
-SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds, HARD_KINDS: hard_kinds}
+def zoo_kinds() -> ModelSpec:
+    """The kinds the public conv nets brought, each between convs so that what it keeps is its own: ConvNeXt's layer
+    scale, NASNet's crop (a view in torch, which the adaptive pool after it keeps whole), VGG's adaptive pool (uneven
+    windows, growing one axis), ShuffleNet's channel split (views in torch, one kept by the conv that reads it) and
+    channel shuffle."""
+    net = Graph()
+    net.add(Conv2D(4, bias=False))
+    net.add(LayerScale())
+    net.add(Crop2D(top=1, left=2))
+    net.add(AdaptiveAvgPool2D((5, 9)))
+    pooled = net.add(ReLU())
+    kept = net.add(ChannelSlice(0, 2), pooled)
+    branch = net.add(Conv2D(2, 1, bias=False), net.add(ChannelSlice(2, 4), pooled))
+    net.add(Concat(), kept, branch)
+    net.add(ChannelShuffle(2))
+    net.add(Conv2D(4, bias=False))
+    net.add(GlobalAvgPool())
+    return net.spec(ZOO_KINDS, (9, 9, 4), "mse", "the zoo's kinds, small", batch=2)
+
+
+SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds, HARD_KINDS: hard_kinds, ZOO_KINDS: zoo_kinds}
 
 
 SAVED_CASES = [
@@ -137,7 +164,7 @@ SAVED_CASES = [
                                                            ("resnet50", 1))),
     *(("torch", GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient")),
     *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1))),
-    *((framework, NEWER_KINDS, 2, "none") for framework in ("torch", "keras-torch"))]
+    *((framework, model, 2, "none") for framework in ("torch", "keras-torch") for model in (NEWER_KINDS, ZOO_KINDS))]
 
 
 def _spec(model: str) -> ModelSpec:
@@ -184,7 +211,8 @@ def test_torch_rules_match_autograd_saved_tensors(framework: str, model: str, ba
                                                   saved_by_autograd: dict[tuple[str, str, int, str], int]) -> None:
     """autograd's saved-tensor hooks list what the backward keeps; the torch rules must predict it, on chains and
     graphs (batch norm, add, concat, depthwise conv, ReLU6, dropout, pooling), on the newer kinds (layer norm, SiLU,
-    GELU, sigmoid, multiply, upsampling, per-example dropout...) and under each technique; the keras-torch rules too
+    GELU, sigmoid, multiply, upsampling, per-example dropout...), on the zoo's (layer scale, crop, adaptive pool)
+    and under each technique; the keras-torch rules too
     (Keras's channels-first copies, its composed batch norm)."""
     _assert_torch_rules_predict(framework, _spec(model), batch, technique,
                                 saved_by_autograd[framework, model, batch, technique])

@@ -22,6 +22,7 @@ CONSTANT = "const_"  # the initializers that shape the computation (Reshape's sh
 Build = Callable[[], tuple[onnx.ModelProto, str]]  # a net, and the name of its output before any softmax
 EXPORTS = Path(__file__).parent / "data" / "torch_exports"  # a small net exported by PyTorch (export.py there)
 TRAINING_GRAPHS = ("default_unoptimized", "legacy_preserve")  # the two exports that keep the batch norms
+SHUFFLES = ("shuffle", "shuffle_legacy")  # ShuffleNet v2's block by the default exporter and by the legacy one
 
 
 class _Net:
@@ -199,7 +200,7 @@ def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> N
     (onnxruntime's; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
     exports that keep the training graph, in one worker per framework for all of them."""
     paths = [str(_save(build()[0], tmp_path, build.__name__)) for build in (residual_net, newer_net)]
-    paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive")]
+    paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive", *SHUFFLES)]
     done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -231,6 +232,19 @@ def test_torchvisions_convnext_layers_over_channels_last_are_1x1_convs() -> None
                                                      "dense"]
     assert [(layer.filters, layer.kernel) for layer in spec.layers if layer.kind == "conv2d"][1:] == [(16, 1), (4, 1)]
     assert spec.param_count == json.loads((EXPORTS / "counts.json").read_text())["Pointwise"]["parameters"]
+
+
+@pytest.mark.parametrize("name", SHUFFLES)
+def test_shufflenets_block_by_either_exporter_is_a_channel_split_and_shuffle(name: str) -> None:
+    """ShuffleNet v2's block: torch.chunk (the default exporter's SplitToSequence, the legacy exporter's Split), a
+    branch, a concat and the channel shuffle (the legacy exporter's sizes read from `Shape`, folded with ONNX's
+    shape inference); torch's counts."""
+    spec = load_spec_file(EXPORTS / f"{name}.onnx")
+    kinds = [layer.kind for layer in spec.layers]
+    assert kinds.count("channel_slice") == 2 and kinds.count("channel_shuffle") == 1
+    assert next(layer.groups for layer in spec.layers if layer.kind == "channel_shuffle") == 2
+    counts = json.loads((EXPORTS / "counts.json").read_text())["Shuffle"]
+    assert (spec.param_count, spec.statistics_count) == (counts["parameters"], counts["statistics"])
 
 
 def test_torchs_dropouts_in_training_are_the_specs_dropouts() -> None:

@@ -39,6 +39,9 @@ class Rules:
     update_temporaries: dict[tuple[str, str], tuple[str, int]]  # (optimizer, device) -> (of "largest"|"all", copies)
     why: str
     holds_outputs: bool = False  # the model's call keeps every layer's output until it returns (Keras run eagerly)
+    # a crop's or channel slice's output is a view of what it reads (torch's indexing): no tensor of its own, and a
+    # reader that keeps it keeps the whole tensor it slices
+    slices_view: bool = False
     recomputes_on: tuple[str, ...] = ("cpu", "cuda")  # the devices whose compiler keeps a checkpoint's recomputation
     keeps_pages_on: tuple[str, ...] = ()  # the devices where what a phase freed stays with the process
     # technique -> the layer kinds whose outputs a checkpoint policy over the whole net keeps; all else is recomputed
@@ -111,6 +114,7 @@ RULES = {
         init_copies=0, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",), caching_on=("cuda",),
         ordered_techniques=tuple(techniques.TECHNIQUES),  # checkpoint and autocast as autograd runs them
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
+        slices_view=True,
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
             " input, ReLU its output, max_pool2d its input and int64 indices (its padding is inside the op);"
             " native_batch_norm its input and the per-channel save_mean and save_invstd (its weight and running"
@@ -126,7 +130,8 @@ RULES = {
             " per-channel divisor (its"
             " statistics fixed); a scalar affine, constant_pad_nd, upsample_nearest2d, upsample_bilinear2d and a"
             " view (a crop's or channel slice too) and a channel shuffle (view, transpose, reshape's copy) keep nothing"
-            " but shapes, avg_pool2d its input with its padding inside"
+            " but shapes, avg_pool2d its input with its padding inside; a crop or channel slice makes no tensor, and"
+            " a layer that keeps its output keeps the whole tensor it slices (the hooks count the view's storage)"
             " (measured with the hooks on the CPU, no GPU figure yet); ZeroPad2d's padded copy replaces the conv"
             " input where 'same' is"
             " uneven, integer padding is inside the conv; Adam's state arrives in the first step(); on the CPU Adam"

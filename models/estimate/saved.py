@@ -178,7 +178,7 @@ def what_steps_keep(spec: ModelSpec, rules: Rules, ops: list[Step], technique: s
     training = technique != "tracked"
     saves = rules.saves | (rules.cuda_saves if device == "cuda" else {})
     saves = saves if training else saves | EVAL_SAVES | rules.tracked_saves
-    views = view_steps(spec, ops, technique, training)
+    views = view_steps(spec, ops, technique, training, rules.slices_view)
     tensors = tensors_of(spec, ops, views)
     return views, tensors, *_saved_by(spec, rules, ops, tensors, views, saves, batch, value)
 
@@ -252,7 +252,7 @@ def _forward_transient(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: 
                        value: int, workspace: int, matmuls: list[int]) -> tuple[int, int]:
     """Inference's peak beyond what is kept, with the forward thread's workspace it includes: (total, workspace)."""
     count = len(ops)
-    infer_views = view_steps(spec, ops, technique, training=False)
+    infer_views = view_steps(spec, ops, technique, False, rules.slices_view)
     forward = tensors if infer_views == views else tensors_of(spec, ops, infer_views)
     live = [elements * value for elements in _live(forward, count)]  # bytes
     def forward_held(index: int) -> int:  # the forward thread's workspace, once it has multiplied

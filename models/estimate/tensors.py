@@ -96,11 +96,12 @@ def tensors_of(spec: ModelSpec, ops: list[Step], views: set[int]) -> Tensors:
     return Tensors(reads, makes, elements, last_reader, first_reader)
 
 
-def view_steps(spec: ModelSpec, ops: list[Step], technique: str, training: bool) -> set[int]:
-    """The steps that make no tensor: flatten and reshape, the activations run in place, dropout where it is the
-    identity."""
+def view_steps(spec: ModelSpec, ops: list[Step], technique: str, training: bool, slices_view: bool) -> set[int]:
+    """The steps that make no tensor: flatten and reshape, a crop and a channel slice where the framework's slice is
+    a view (`slices_view`), the activations run in place, dropout where it is the identity."""
     in_place = techniques.in_place(spec, technique)
-    return {index for index, op in enumerate(ops) if op.kind in ("flatten", "reshape")
+    viewing = ("flatten", "reshape", "crop2d", "channel_slice") if slices_view else ("flatten", "reshape")
+    return {index for index, op in enumerate(ops) if op.kind in viewing
             or (op.kind in ("relu", "relu6") and op.layer in in_place)
             or (op.kind == "dropout" and not (training and spec.layers[op.layer].rate))}
 

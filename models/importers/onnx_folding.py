@@ -3,10 +3,11 @@
 PyTorch's default exporter with `optimize=False` (the form that keeps the training graph's batch norms) writes a
 conv without bias with a zero bias it computes (`Shape` of the weight, `Expand`, `CastLike`), and a flatten's
 target shape as a `Concat` of the batch size (read from the input's `Shape`) and constants. onnxscript's constant
-folder, the exporter's own, finds every value computed from constants alone, with the batch size taken as 1: a
-spec has no batch size, and the importer reads a reshape's target without its batch entry (a value that has to hold
-for any batch is folded again at another). Only those values are taken from the folder, by name: it also rewrites
-layers (a Dropout becomes an Identity, as in inference), and the importer reads the user's graph as it is.
+folder, the exporter's own, with ONNX's shape inference (the legacy exporter reads a channel shuffle's sizes from
+the `Shape` of a tensor inside the net), finds every value computed from constants alone, with the batch size taken
+as 1: a spec has no batch size, and the importer reads a reshape's target without its batch entry (a value that has
+to hold for any batch is folded again at another). Only those values are taken from the folder, by name: it also
+rewrites layers (a Dropout becomes an Identity, as in inference), and the importer reads the user's graph as it is.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def computed_constants(model: onnx.ModelProto, batch: int = 1) -> tuple[dict[str
         dims = tensor.type.tensor_type.shape.dim
         if tensor.name not in weights and dims and not dims[0].HasField("dim_value"):
             dims[0].dim_value = batch  # what a shape computed from the batch size holds at that size
-    fold_constants(folded)
+    fold_constants(folded, onnx_shape_inference=True)
     # an Identity of a constant is the exporter's alias of a parameter (the importer follows it), not arithmetic
     computed = {output for node in model.graph.node if node.op_type not in ("Constant", "Identity")
                 for output in node.output if output}

@@ -13,7 +13,9 @@ A third is torchvision's ConvNeXt in small (`pointwise.onnx`): Linear layers ove
 a permute, and its head: a global pool of a map strided channels-last, which the exporter writes with an
 as_strided, then a channels-last layer norm before the flatten. A fourth has adaptive average pools whose size does
 not divide the input's, which it writes as their decomposition (`adaptive.onnx`): a Transpose, a GatherND of the
-windows, then Where, Gather, Add and Div where the windows are uneven, a ReduceMean where they are even.
+windows, then Where, Gather, Add and Div where the windows are uneven, a ReduceMean where they are even. A fifth is
+ShuffleNet v2's block (torchvision.models.shufflenetv2): a chunk of the channels, a branch, a concat and the channel
+shuffle, by both exporters (`shuffle.onnx`, and `shuffle_legacy.onnx`, whose shuffle reads its sizes from `Shape`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,20 @@ class Adaptive(nn.Module):
         return self.head(torch.flatten(self.even(self.uneven(torch.relu(self.conv(x)))), 1))
 
 
+class Shuffle(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.branch = nn.Sequential(nn.Conv2d(4, 4, 1, bias=False), nn.BatchNorm2d(4), nn.ReLU(inplace=True))
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kept, branched = x.chunk(2, dim=1)
+        x = torch.cat((kept, self.branch(branched)), dim=1)
+        batch, channels, height, width = x.size()
+        x = x.view(batch, 2, channels // 2, height, width).transpose(1, 2).contiguous().view(batch, -1, height, width)
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 def main() -> None:
     torch.manual_seed(0)
     net, image = Net(), torch.randn(2, 3, 16, 16)
@@ -114,10 +130,14 @@ def main() -> None:
     torch.onnx.export(pointwise.train(), (torch.randn(2, 4, 6, 6),), HERE / "pointwise.onnx", optimize=False, **batch)
     adaptive = Adaptive()
     torch.onnx.export(adaptive.train(), (torch.randn(2, 3, 5, 4),), HERE / "adaptive.onnx", optimize=False, **batch)
+    shuffle, block = Shuffle(), torch.randn(2, 8, 6, 6)
+    torch.onnx.export(shuffle.train(), (block,), HERE / "shuffle.onnx", optimize=False, **batch)
+    torch.onnx.export(shuffle.eval(), (block,), HERE / "shuffle_legacy.onnx", dynamo=False,
+                      training=torch.onnx.TrainingMode.PRESERVE, **batch)
     counts = {type(each).__name__: {"parameters": sum(parameter.numel() for parameter in each.parameters()),
                                     "statistics": sum(buffer.numel() for buffer in each.buffers()
                                                       if buffer.is_floating_point())}
-              for each in (net, dropouts, pointwise, adaptive)}
+              for each in (net, dropouts, pointwise, adaptive, shuffle)}
     (HERE / "counts.json").write_text(json.dumps(counts) + "\n")  # torch's own, for the importer's to equal
 
 
