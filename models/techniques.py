@@ -123,11 +123,16 @@ def boundary(spec: ModelSpec, run: range) -> tuple[tuple[int, ...], tuple[int, .
 def in_place(spec: ModelSpec, technique: str) -> set[int]:
     """The activation layers run in place: with the inplace technique, those whose input nothing else reads and is
     no crop or channel slice (torch's slice is a view: writing it would write the tensor it was cut from, which
-    others may read)."""
+    others may read); through a flatten or reshape (views too), the tensor they view must be read by them alone,
+    and be no model input."""
     if technique != "inplace":
         return set()
     readers = spec.consumers()
+
+    def writable(reader: int, source: int) -> bool:
+        if source < 0 or readers[source] != [reader] or spec.layers[source].kind in ("crop2d", "channel_slice"):
+            return False
+        return spec.layers[source].kind not in ("flatten", "reshape") or writable(source, spec.layer_inputs(source)[0])
+
     return {index for index, layer in enumerate(spec.layers) if layer.kind in ("relu", "relu6")
-            and all(readers[source] == [index] and spec.layers[source].kind not in ("crop2d", "channel_slice")
-                    for source in spec.layer_inputs(index) if source >= 0)
-            and spec.layer_inputs(index) != (-1,)}
+            and all(writable(index, source) for source in spec.layer_inputs(index))}

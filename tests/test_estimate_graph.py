@@ -12,12 +12,14 @@ from models.catalogue import Graph, get_model
 from models.estimate import RULES, SAVED_KINDS, activations, estimate, floor, hand_count, steps
 from models.spec import (
     GELU,
+    INPUT,
     LAYER_TYPES,
     Add,
     AvgPool2D,
     BatchNorm,
     Concat,
     Conv2D,
+    Crop2D,
     Dense,
     Dropout,
     Flatten,
@@ -180,6 +182,22 @@ def test_in_place_activations_follow_the_spec_and_torch_relu6_keeps_a_clone() ->
     assert inplace.saved == plain.saved
     # the neutral rules keep ReLU6's output, which in place is the batch norm's: one tensor either way
     assert activations(spec, RULES["neutral"], 8, 4, "inplace").saved == activations(spec, RULES["neutral"], 8, 4).saved
+
+
+def test_an_activation_runs_in_place_only_where_no_other_layer_reads_what_it_would_write() -> None:
+    """Through a view (a flatten, a reshape) the tensor written is the one viewed: in place only where the view is
+    its one reader; never on a crop or channel slice (torch's slice writes the tensor it was cut from)."""
+    net = Graph()
+    flat = net.add(ReLU(), net.add(Flatten(), net.add(Conv2D(4), INPUT)))  # the flatten alone reads its conv
+    reshaped = net.add(ReLU(), net.add(Reshape((1, 1, 16)), net.add(Conv2D(4), INPUT)))
+    cropped = net.add(ReLU(), net.add(Crop2D(top=1), net.add(Conv2D(4), INPUT)))
+    net.add(Concat(), flat, net.add(Flatten(), reshaped), net.add(Flatten(), cropped))
+    assert techniques.in_place(net.spec("views", (2, 2, 3), "mse", "", batch=2), "inplace") == {flat, reshaped}
+    skip = Graph()
+    image = skip.add(Conv2D(4))
+    flat = skip.add(ReLU(), skip.add(Flatten(), image))  # writing the flatten would write the conv's output ...
+    skip.add(Concat(), flat, skip.add(Flatten(), skip.add(Conv2D(4), image)))  # ... which this conv reads too
+    assert techniques.in_place(skip.spec("skip-view", (2, 2, 3), "mse", "", batch=2), "inplace") == set()
 
 
 def test_keras_pads_pixel_padding_as_a_copy_the_others_inside_the_op() -> None:
