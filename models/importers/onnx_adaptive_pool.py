@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx.reference import ReferenceEvaluator
 
+from models.importers.onnx_graph import feeding
 from models.spec import AdaptiveAvgPool2D, Shape
 
 PERM = (2, 3, 0, 1)  # NCHW -> HWNC: the exporter's first step, so that GatherND indexes pixels
@@ -53,18 +54,6 @@ def _region(transpose: onnx.NodeProto, readers: dict[str, list[onnx.NodeProto]],
     return order
 
 
-def _chain(region: list[onnx.NodeProto], output: str) -> list[onnx.NodeProto]:
-    """The region's nodes that `output` depends on."""
-    producer = {tensor: node for node in region for tensor in node.output}
-    needed, pending = set(), [output]
-    while pending:
-        node = producer.get(pending.pop())
-        if node is not None and id(node) not in needed:
-            needed.add(id(node))
-            pending.extend(node.input)
-    return [node for node in region if id(node) in needed]
-
-
 def _evaluated(region: list[onnx.NodeProto], image: str, x: np.ndarray, constants: dict[str, np.ndarray],
                opset: int) -> dict[str, np.ndarray]:
     """Every tensor the region computes from x, by onnx's reference evaluator."""
@@ -98,7 +87,7 @@ def adaptive_pool(transpose: onnx.NodeProto, image: Shape, readers: dict[str, li
             continue
         rows, columns = (np.array(matrix, np.float32)
                          for matrix in AdaptiveAvgPool2D(value.shape[2:]).averaging(image))
-        chain = _chain(region, output)
+        chain = feeding(region, output)
         inside, made = {id(node) for node in chain}, {tensor for node in chain for tensor in node.output} - {output}
         if np.allclose(value, np.einsum("hH,ncHW,wW->nchw", rows, x, columns), rtol=1e-5, atol=1e-6) and \
                 not made & graph_outputs and all(id(reader) in inside for tensor in made

@@ -37,6 +37,7 @@ from models.importers.onnx_channels import SHUFFLE_PERM, channel_bounds, chunked
 from models.importers.onnx_dropout import DropoutMask, dropout_mask
 from models.importers.onnx_folding import computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
+from models.importers.onnx_graph import feeding
 from models.spec import LAYER_TYPES, MODEL_INPUT, MaxPool2D, ModelSpec, Shape, SpecError, same_padding
 
 MIN_OPSET = 13
@@ -283,14 +284,7 @@ class _Importer:
         """The nodes the output depends on, in the graph's order: a runtime skips a branch that feeds no output,
         and a spec has no layer that feeds none. A value computed from constants alone is known: what computes
         it is not a layer."""
-        producer = {tensor: node for node in self.graph.node for tensor in node.output if tensor not in self.known}
-        needed, pending = set(), [output]
-        while pending:
-            node = producer.get(pending.pop())
-            if node is not None and id(node) not in needed:
-                needed.add(id(node))
-                pending.extend(node.input)
-        return [node for node in self.graph.node if id(node) in needed]
+        return feeding(self.graph.node, output, self.known)
 
     def _input(self) -> None:
         inputs = [tensor for tensor in self.graph.input if tensor.name not in self.constants]
