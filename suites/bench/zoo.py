@@ -30,7 +30,7 @@ from suites.report.zoo_table import markdown
 from suites.run import environment, import_check
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, interpreter
-from suites.run.runfile import RunFile, commits
+from suites.run.runfile import RunFile, commits, identity
 
 SCHEMA_VERSION = 1
 KIND = "footprint-zoo"
@@ -139,31 +139,32 @@ def _check(rows: dict[str, Row], files: dict[str, str], frameworks: list[str]) -
         return
 
 
-def _train(rows: dict[str, Row], files: dict[str, str], run: RunFile, frameworks: list[str],
-           written: Callable[[], None]) -> None:
-    """Each net's training step in each framework (those the run file already has ok are kept), the table written
-    again after each net."""
-    for name, path in files.items():
-        for framework in frameworks:
-            scenario = Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH, device="cpu")
-            if not run.has_ok(scenario):
+def _train(rows: dict[str, Row], scenarios: dict[tuple[str, str], Scenario], run: RunFile, train_only: list[str],
+           written: Callable[[list[dict]], None]) -> None:
+    """Each net's training step in each framework (those the run file already has ok are kept; `train_only`: only
+    those nets are measured), the table written again after each net with the records it reads."""
+    for name in dict.fromkeys(name for name, _ in scenarios):
+        for (net, framework), scenario in scenarios.items():
+            if net == name and (not train_only or name in train_only) and not run.has_ok(scenario):
                 print(f"zoo: training {name} in {framework}", flush=True)
                 run.add(run_scenario(scenario, timeout=SCENARIO_TIMEOUT_S))
-        _estimate_errors(rows, run)
-        written()
+        written(_estimate_errors(rows, run, scenarios))
 
 
-def _estimate_errors(rows: dict[str, Row], run: RunFile) -> None:
-    """Each trained net's status and the estimate's error, from the run file read again with today's rules."""
-    accounted = accounting.reaccount(run.data)
+def _estimate_errors(rows: dict[str, Row], run: RunFile, scenarios: dict[tuple[str, str], Scenario]) -> list[dict]:
+    """Each trained net's status and the estimate's error, from the records of the nets as built now (a record of
+    an earlier build of the file, at another size or path, is another scenario and is left out), read again with
+    today's rules; returns those records."""
+    current = {identity(scenario.to_dict()): name for (name, _), scenario in scenarios.items()}
+    records = [record for key, record in run.records.items() if key in current]
+    accounted = accounting.reaccount({"records": records})
     errors_of = {(row.model, row.framework): row.error for row in errors.rows({"records": accounted})
                  if row.phase == "train_step_2" and row.view == "driver" and row.source == "footprint"}
     for record in accounted:
         scenario = record["scenario"]
-        name = Path(scenario["model_file"]).stem
-        if name in rows:
-            rows[name].train[scenario["framework"]] = {
-                "status": record["status"], "estimate_error": errors_of.get((scenario["model"], scenario["framework"]))}
+        rows[current[identity(scenario)]].train[scenario["framework"]] = {
+            "status": record["status"], "estimate_error": errors_of.get((scenario["model"], scenario["framework"]))}
+    return records
 
 
 def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
@@ -186,14 +187,13 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
             if _import(rows[name], built):
                 files[name] = built["file"]
 
-    run: RunFile | None = None
-
-    def written() -> None:
+    def written(used: list[dict]) -> None:
+        """The table, with `used`: the training records it reads."""
         data = {"schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
                 "machine": environment.machine(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
                           "error": "the estimate's relative error on the rise of train step 2 (driver's view)",
-                          "records_by_commit": commits(run.data) if run else {}},  # a resumed run's are older
+                          "records_by_commit": commits({"records": used})},  # a resumed run's are older
                 "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
                           "difference": "largest absolute output difference over the reference's largest value",
                           "rounding": "the source's own float32 output against its float64 one, the same measure"},
@@ -203,10 +203,12 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
 
     print(f"zoo: {len(files)} of {len(rows)} nets imported; checking their outputs", flush=True)
     _check(rows, files, check_frameworks)
-    written()
+    written([])
     if train_frameworks:
         run = RunFile("zoo", "cpu", work / "zoo-cpu.json")  # beside the built files it names, never published
-        _train(rows, {name: path for name, path in files.items() if not train_only or name in train_only}, run,
-               train_frameworks, written)
+        scenarios = {(name, framework): Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH,
+                                                        device="cpu")
+                     for name, path in files.items() for framework in train_frameworks}
+        _train(rows, scenarios, run, train_only, written)
         run.finish()
     return out
