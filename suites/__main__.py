@@ -22,7 +22,7 @@ from models.catalogue import listed_models, load_model
 from models.estimate import Estimate, estimate, floor
 from models.importers.files import load_spec_file
 from models.record import atomic_write_json
-from models.scenario import DEVICES, DTYPES, OPTIMIZERS, SCENARIO_KINDS, Scenario
+from models.scenario import DEVICES, DTYPES, OPTIMIZERS, PHASES, SCENARIO_KINDS, Scenario
 from models.spec import MAX_SIZE, SpecError
 from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
 from suites.report import readout
@@ -158,7 +158,7 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from suites.analysis import constants, explain, fit
+    from suites.analysis import constants, explain, fit, margins
     from suites.run import nvml
 
     budget = None if args.budget is None else fit.parse_budget(args.budget)
@@ -198,11 +198,13 @@ def _estimate(args: argparse.Namespace) -> int:
     if budget is not None:
         unit = ACCUMULATION_STEPS if args.technique == "accumulate" else 1
         answers: list[explain.BatchAnswer | tuple[str, str]] = []
+        zoo = margins.published_zoo()
         for name in [args.framework] if args.framework else frameworks():
             found = constants.lookup(measured, name, args.scenario)
             why = unavailable(name, args.technique, args.scenario, resolved, spec)
             answers.append((name, why) if why else
-                           explain.batch_answer(name, found, partial(at, name, found), budget, MAX_BATCH, unit))
+                           explain.batch_answer(name, found, partial(at, name, found), budget, MAX_BATCH, unit,
+                                                margins.margin(name, resolved, zoo)))
         print(explain.budget_table(analytic, answers, budget, MAX_BATCH))
     else:
         # a pool mapped when the device starts: what the process holds with it off, its allocator growing
@@ -223,7 +225,7 @@ def _card_memory(text: str) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from suites.analysis import fit
+    from suites.analysis import explain, fit, margins
     from suites.run.orchestrator import run_scenario
 
     budget = fit.parse_budget(args.budget)
@@ -239,6 +241,8 @@ def _fit(args: argparse.Namespace) -> int:
         _prepare_out(Path(args.out), runfile.writable)
     result = fit.find(scenario, budget, lambda probe: run_scenario(probe, timeout=args.timeout), args.max_batch)
     print(fit.describe(result))
+    margin = margins.margin(scenario.framework, scenario.device, margins.published_zoo())
+    print("\n".join(explain.wrap(explain.estimate_answer(scenario, budget, args.max_batch, margin))))
     if args.out and not _saved(args.out, result):
         print(json.dumps(result, indent=1))
     return fit.EXIT_CODES[result["answer"]]
@@ -286,7 +290,7 @@ def _zoo(args: argparse.Namespace) -> int:
         raise SpecError(f"not a zoo net: {', '.join(sorted(set(nets + trained) - known))} (docs/models.md lists "
                         f"them)")
     out = zoo.run_zoo(Path(args.out) if args.out else None, Path(args.work) if args.work else None, sources, nets,
-                      args.frameworks, [] if args.no_train else args.frameworks, trained)
+                      args.frameworks, [] if args.no_train else args.train_frameworks, trained)
     print(f"python -m suites zoo: wrote {out / 'zoo.md'}")
     return 0
 
@@ -354,7 +358,12 @@ def _constants(args: argparse.Namespace) -> int:
 def _errors(args: argparse.Namespace) -> int:
     from suites.analysis import errors
 
-    print(errors.table([(path, _run_file(path)) for path in args.run_files]))
+    phases = [phase for phase in (args.phases or "").split(",") if phase]
+    known = dict.fromkeys(phase for names in PHASES.values() for phase in names)
+    unknown = [phase for phase in phases if phase not in known]
+    if unknown:
+        raise SpecError(f"--phases: not a phase: {', '.join(unknown)} (phases: {', '.join(known)})")
+    print(errors.table([(path, _run_file(path)) for path in args.run_files], phases))
     return 0
 
 
@@ -506,7 +515,10 @@ def parser() -> argparse.ArgumentParser:
     zoo.add_argument("--sources", default="keras,torchvision", help="keras, torchvision or both (default)")
     zoo.add_argument("--nets", default="", help="comma-separated nets of the zoo (default: all)")
     zoo.add_argument("--frameworks", type=_framework_list, default="torch,jax",
-                     help="where outputs are checked and a training step is measured (default torch,jax)")
+                     help="where outputs are checked (default torch,jax)")
+    zoo.add_argument("--train-frameworks", type=_framework_list, default="torch,jax,keras-jax,keras-tensorflow",
+                     help="where a training step is measured beside the estimate (default torch,jax,keras-jax,"
+                          "keras-tensorflow)")
     zoo.add_argument("--no-train", action="store_true", help="import and check only")
     zoo.add_argument("--train-nets", default="", help="comma-separated: only these are trained (default: every "
                                                       "imported net; a later call trains the rest)")
@@ -531,8 +543,9 @@ def parser() -> argparse.ArgumentParser:
     taken.add_argument("run_file")
     taken.set_defaults(action=_constants)
 
-    wrong = commands.add_parser("errors", help="the estimate's median and worst error per framework")
+    wrong = commands.add_parser("errors", help="the estimate's errors, unsafe rate: held-out, tuned")
     wrong.add_argument("run_files", nargs="+")
+    wrong.add_argument("--phases", help="only these phases, comma-separated (e.g. train_step_2,inference)")
     wrong.set_defaults(action=_errors)
 
     told = commands.add_parser("stories", help="docs/stories.md from the published run files")

@@ -65,6 +65,8 @@ def test_a_cpu_fit_keeps_each_probes_record_in_its_out_file_and_its_run_file(tmp
     assert result["judged_on"] == "the host's peak RSS of the process (and the processes it started)"
     assert f"on cpu, judged on {result['judged_on']}: fits at every batch tried" in done.stdout.splitlines()[0]
     assert [probe["batch"] for probe in result["probes"]] == [1, 2]
+    # beside the measured answer, what the estimate alone with its stated margin (or none) would have answered
+    assert "\nthe estimate alone: largest batch 2 (with the measured constants; " in done.stdout
     for probe in result["probes"]:
         record = probe["record"]
         assert record["status"] == "ok" and record["scenario"]["batch"] == probe["batch"]

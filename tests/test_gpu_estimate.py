@@ -16,6 +16,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from models.catalogue import get_model
@@ -236,7 +237,7 @@ def test_errors_command_prints_the_table_and_refuses_a_bad_file(tmp_path: Path) 
     name = "results/h100-ec3adfa/default-cuda.json"
     done = subprocess.run([sys.executable, "-m", "suites", "errors", name], capture_output=True, text=True,
                           cwd=ROOT, check=True)
-    assert f"| {name} | jax | allocator | footprint | 12 |" in done.stdout
+    assert f"| {name} | jax | allocator | footprint | tuned | 12 |" in done.stdout
     bad = tmp_path / "nothing.json"
     bad.write_text("{}")
     refused = subprocess.run([sys.executable, "-m", "suites", "errors", str(bad)], capture_output=True, text=True,
@@ -309,3 +310,21 @@ def test_a_miss_is_judged_relative_for_a_large_need_and_absolute_for_a_small_one
     assert found["past_bar"] == sum(not row.within_bar for row in errors.rows(
         {"records": accounting.reaccount(_run("h100-c3d4247/default-cuda.json"))})
         if (row.framework, row.view, row.source) == ("jax", "allocator", "footprint"))
+
+
+def test_the_fields_figures_and_the_margin_over_a_run() -> None:
+    """`errors`'s figures on the H100 run at c3d4247, computed again here from the rows: the 90th percentile as numpy
+    interpolates it, the unsafe rate as the share below the measured by more than 2 %, and the margin (the 95th
+    percentile of the shortfalls) leaving at most 5 % of the rows unsafe where a margin 2 points smaller leaves more."""
+    found = errors.rows({"records": accounting.reaccount(_run("h100-c3d4247/default-cuda.json"))})
+    ours = [row for row in found if (row.framework, row.view, row.source) == ("jax", "allocator", "footprint")]
+    summed = errors.summary(ours)[("jax", "allocator", "footprint")]
+    sizes = [abs(row.error) for row in ours]
+    assert summed["p90"] == pytest.approx(float(np.quantile(sizes, 0.9)))
+    assert summed["median"] <= summed["p90"] <= summed["max"]
+    assert summed["unsafe"] == sum(row.estimate < 0.98 * row.measured for row in ours) / len(ours) > 0
+    margin = errors.margin(ours)
+    assert margin > 0.02
+    assert sum(row.unsafe(margin) for row in ours) / len(ours) <= 0.05 + 1 / len(ours)
+    assert sum(row.unsafe(margin - 0.02) for row in ours) > sum(row.unsafe(margin) for row in ours)
+    assert {row.half for row in found} == {"tuned"}  # the catalogue's nets: the tuned half

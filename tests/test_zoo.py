@@ -4,17 +4,22 @@ itself is a published command (make zoo), not a test."""
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
+from models import catalogue, zoo_split
+from suites.bench import zoo
 from tests.conftest import run_cli
 
 
 def test_a_keras_net_is_built_imported_checked_and_trained_into_the_table(tmp_path: Path) -> None:
     """MobileNetV3Small, as keras.applications builds it (hard swish, squeeze-and-excite, its preprocessing): Keras's
     exact counts, with Keras's own weights torch gives Keras's outputs, and its training step in torch is measured
-    beside the estimate; a second call measures nothing again."""
-    done = run_cli("zoo", "--sources", "keras", "--nets", "MobileNetV3Small", "--frameworks", "torch",
-                   "--out", str(tmp_path / "table"), "--work", str(tmp_path / "built"), timeout=900)
+    beside the estimate, on train step 2 and inference, and evaluated at the table's head in its half of the split
+    (tuned: MobileNet's family is the catalogue's); a second call checks and measures nothing again."""
+    chosen = ["--sources", "keras", "--nets", "MobileNetV3Small", "--frameworks", "torch",
+              "--train-frameworks", "torch"]
+    done = run_cli("zoo", *chosen, "--out", str(tmp_path / "table"), "--work", str(tmp_path / "built"), timeout=900)
     assert done.returncode == 0, done.stderr
     data = json.loads((tmp_path / "table" / "zoo.json").read_text())
     assert data["kind"] == "footprint-zoo" and data["schema_version"] == 1
@@ -24,18 +29,26 @@ def test_a_keras_net_is_built_imported_checked_and_trained_into_the_table(tmp_pa
     assert 0 <= row["check"]["torch"] <= data["check"]["tolerance"]
     assert 0 < row["rounding"] < data["check"]["tolerance"]  # Keras's own float32 answer against its float64 one
     assert row["train"]["torch"]["status"] == "ok" and abs(row["train"]["torch"]["estimate_error"]) < 1
+    assert abs(row["train"]["torch"]["inference_error"]) < 1 and row["half"] == zoo_split.TUNED
+    figures = data["evaluation"]["frameworks"]["torch"]
+    assert list(figures) == [zoo_split.TUNED] and figures["tuned"]["n"] == 2  # no held-out net: no margin
+    errors_found = sorted(abs(row["train"]["torch"][key]) for key in ("estimate_error", "inference_error"))
+    assert figures["tuned"]["median"] == statistics.median(errors_found)
+    assert figures["tuned"]["unsafe_with_margin"] is None
     run = json.loads((tmp_path / "built" / "zoo-cpu.json").read_text())
     assert [record["scenario"]["batch"] for record in run["records"]] == [8]
-    assert "| keras | MobileNetV3Small | 64 |" in (tmp_path / "table" / "zoo.md").read_text()
+    table = (tmp_path / "table" / "zoo.md").read_text()
+    assert "| keras | MobileNetV3Small | tuned | 64 |" in table
+    assert f"| torch | tuned | 1 | 2 | {figures['tuned']['median']:.1%} |" in table
     # a record of an earlier build of the net (another file, another size) is another scenario: a second call
     # measures nothing again, and its table reads today's build's record alone
     stale = json.loads(json.dumps(run["records"][0]))
     stale["scenario"]["model_file"] = str(tmp_path / "earlier" / "MobileNetV3Small.keras")
     stale["status"] = "crashed"
     (tmp_path / "built" / "zoo-cpu.json").write_text(json.dumps(run | {"records": [*run["records"], stale]}))
-    again = run_cli("zoo", "--sources", "keras", "--nets", "MobileNetV3Small", "--frameworks", "torch",
-                    "--out", str(tmp_path / "again"), "--work", str(tmp_path / "built"), timeout=900)
+    again = run_cli("zoo", *chosen, "--out", str(tmp_path / "again"), "--work", str(tmp_path / "built"), timeout=900)
     assert again.returncode == 0 and "training" not in again.stdout, again.stderr
+    assert "zoo: checking the outputs of 0 (1 checked before, the same file and spec)" in again.stdout
     data = json.loads((tmp_path / "again" / "zoo.json").read_text())
     assert data["rows"][0]["train"] == row["train"] and sum(data["train"]["records_by_commit"].values()) == 1
 
@@ -45,3 +58,17 @@ def test_a_net_not_in_the_zoo_is_one_line() -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == ["python -m suites: error: not a zoo net: lenet (docs/models.md lists "
                                                 "them)"]
+
+
+def test_every_zoo_net_is_in_one_family_and_the_catalogues_families_are_the_tuned_half() -> None:
+    """The split is by family, committed once: each net of the zoo in exactly one; the families of the nets the rules
+    were shaped on (the catalogue's) tuned, the rest held out, and so is any net the split does not name."""
+    members = [name for _, names in zoo_split.FAMILIES.values() for name in names]
+    assert sorted(members) == sorted([*zoo.KERAS_NETS, *zoo.TORCHVISION_NETS])
+    assert all(zoo_split.half_of(name) == zoo_split.TUNED for name in ("vgg16", "resnet50", "mobilenetv2",
+                                                                       "densenet121", "plain-8"))
+    assert {zoo_split.half_of(name) for name in ("VGG16", "ResNet50", "MobileNetV2", "DenseNet121")} == {"tuned"}
+    assert zoo_split.half_of("EfficientNetB0") == zoo_split.half_of("my_own_net") == zoo_split.HELD_OUT
+    assert catalogue.CATALOGUE.keys() >= {"vgg16", "resnet50", "mobilenetv2", "densenet121"}
+    held_out = [name for name in members if zoo_split.half_of(name) == zoo_split.HELD_OUT]
+    assert len(held_out) >= len(members) / 2  # the held-out half is no token

@@ -9,10 +9,11 @@ from functools import cache
 from itertools import accumulate
 
 from models import allocator_modes, backends, techniques
-from models.estimate import CATEGORIES, RULES, Estimate, kept_by_layer
-from models.scenario import DTYPES
+from models.estimate import CATEGORIES, RULES, Estimate, estimate, kept_by_layer
+from models.scenario import DTYPES, Scenario
 from models.spec import ModelSpec
 from suites.analysis import constants, fit
+from suites.analysis.margins import Margin
 
 MIB = 2**20
 WIDTH = 120  # a line a person reads; longer ones wrap, indented
@@ -221,16 +222,36 @@ class BatchAnswer:
     largest: Estimate | None  # None: not even the smallest batch fits
     first_over: Estimate | None  # None: the bound fits
     growth: tuple[Estimate, Estimate]  # two batches apart by one step: what grows per example between them
+    margin: Margin | None = None  # each total grown by it before it is held against the budget
 
 
 def batch_answer(framework: str, known: dict | None, at: Callable[[int], Estimate], budget: int, bound: int,
-                 unit: int) -> BatchAnswer:
-    """The largest batch whose estimate (`at`, with `known`'s constants: `peak_total`) fits within `budget`."""
+                 unit: int, margin: Margin | None = None) -> BatchAnswer:
+    """The largest batch whose estimate (`at`, with `known`'s constants: `peak_total`), grown by `margin`, fits
+    within `budget`."""
     at = cache(at)  # the edge's batches are estimated again for the answer
-    passed, failed = largest_within(lambda batch: peak_total(at(batch), known)[1], budget, bound, unit)
+    grown = 1 + (margin.value if margin else 0)
+    passed, failed = largest_within(lambda batch: peak_total(at(batch), known)[1] * grown, budget, bound, unit)
     low = max(failed - unit, unit) if failed else passed - unit
     return BatchAnswer(framework, known, at(passed) if passed else None, at(failed) if failed else None,
-                       (at(low), at(low + unit)))
+                       (at(low), at(low + unit)), margin)
+
+
+def estimate_answer(scenario: Scenario, budget: int, bound: int, margin: Margin | None) -> str:
+    """What the estimate alone, grown by `margin`, answers to `fit`'s question, in one line: a measured answer beside
+    the one a user without the device would have acted on."""
+    known = constants.lookup(constants.load(scenario.device), scenario.framework, scenario.kind, scenario.allocator)
+    unit = techniques.ACCUMULATION_STEPS if scenario.technique == "accumulate" else 1
+
+    def at(batch: int) -> Estimate:
+        return estimate(scenario.spec, scenario.kind, batch, scenario.optimizer, scenario.dtype, scenario.framework,
+                        scenario.device, scenario.technique, (known or {}).get("blas_workspace", 0))
+
+    answer = batch_answer(scenario.framework, known, at, budget, bound, unit, margin)
+    found = f"largest batch {answer.largest.batch:,}" if answer.largest else "not even the smallest batch fits"
+    grown = f"its margin {margin}" if margin else (f"no margin: no held-out run on the {scenario.device}, so its error "
+                                                   f"on nets it never saw is unmeasured")
+    return f"the estimate alone: {found} ({'tensors only' if not known else 'with the measured constants'}; {grown})"
 
 
 def _small(count: int, examples: int) -> str:
@@ -277,6 +298,12 @@ def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], 
     bare = [answer.framework for answer in answers if isinstance(answer, BatchAnswer) and not answer.known]
     if bare:
         notes.append(f"tensors only, no measured context or runtime overhead on this device: {', '.join(bare)}")
+    notes += [f"{answer.framework}: each total grown by its margin {answer.margin}" for answer in answers
+              if isinstance(answer, BatchAnswer) and answer.margin]
+    unmargined = [answer.framework for answer in answers if isinstance(answer, BatchAnswer) and not answer.margin]
+    if unmargined:
+        notes.append(f"no margin for {', '.join(unmargined)} on {first.device}: the zoo's held-out nets have not run "
+                     f"there, so the estimate's error on nets it never saw is unmeasured (`python -m suites zoo`)")
     notes.append("an estimate, not a measurement: `python -m suites fit` runs the batches and measures them")
     return "\n".join([*lines, "", *(line for note in notes for line in wrap(note))])
 

@@ -5,7 +5,9 @@ Each net of `keras.applications` and of torchvision is built in its own source w
 optimize=False), then imported as a user's file is. Per net the table says: imported, or the importer's one-line
 reason; the spec's counts against the source's; the largest output difference per framework with the file's own
 weights (`models --check`, suites/run/import_check.py); and the estimate's error on a training step at batch 8 on
-this CPU per framework (the rise of train step 2, the driver's view). Written to `results/zoo-<commit>/`: zoo.json
+this CPU per framework (the rise of train step 2 and of the inference after it, the driver's view). Its head is the
+field's figures on the held-out and tuned halves of the split (models/zoo_split.py) apart, with the margin the
+held-out half asks for (suites/analysis/margins.py reads it). Written to `results/zoo-<commit>/`: zoo.json
 (self-describing) and zoo.md (the table), after each step. The built files and the run file of the training steps
 (`python -m suites errors` reads it; each record names its commit) stay in results/local/zoo/ (git-ignored): a
 second call rebuilds nothing and trains only what the run file lacks.
@@ -13,6 +15,7 @@ second call rebuilds nothing and trains only what the run file lacks.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from models import zoo_split
 from models.importers.files import load_spec_file
 from models.record import atomic_write_json
 from models.scenario import Scenario
@@ -52,7 +56,9 @@ TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in
     "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}
 SOURCES = {"keras": ("keras-tensorflow", KERAS_NETS), "torchvision": ("zoo-torch", TORCHVISION_NETS)}
 TRAIN_BATCH = 8
-TRAIN_FRAMEWORKS = ("torch", "jax")
+# the phases the estimate is judged on, and the key of each net's error in the table, in the driver's view
+EVALUATED = {"train_step_2": "estimate_error", "inference": "inference_error"}
+EVALUATED_VIEW = "driver"
 SOURCE_TIMEOUT_S = 3600.0
 SCENARIO_TIMEOUT_S = 900.0
 
@@ -119,10 +125,31 @@ def _import(row: Row, built: dict) -> ModelSpec | None:
     return spec
 
 
-def _check(rows: dict[str, Row], files: dict[str, str], frameworks: list[str]) -> None:
+def _fingerprint(path: str, spec: ModelSpec) -> str:
+    """What a file's check proves: its bytes and the spec the importer makes of them today."""
+    digest = hashlib.sha256(Path(path).read_bytes())
+    digest.update(json.dumps(spec.to_dict(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _check(rows: dict[str, Row], files: dict[str, str], specs: dict[str, ModelSpec], frameworks: list[str],
+           work: Path) -> None:
     """`models --check` of every imported file at once; a file its reference cannot compute is taken out with the
-    reason, and the rest checked again."""
-    remaining = dict(files)
+    reason, and the rest checked again. A file whose bytes and imported spec are those a check already proved in
+    these frameworks (`checks.json` in `work`, with the commit that checked it) is not checked again."""
+    known_path = work / "checks.json"
+    known = json.loads(known_path.read_text()) if known_path.exists() else {}
+    fingerprints = {name: _fingerprint(path, specs[name]) for name, path in files.items()}
+    remaining = {}
+    for name, path in files.items():
+        found = known.get(path, {})
+        if found.get("fingerprint") == fingerprints[name] and set(frameworks) <= set(found["check"]):
+            rows[name].check = {framework: found["check"][framework] for framework in frameworks}
+            rows[name].rounding = found["rounding"]
+        else:
+            remaining[name] = path
+    print(f"zoo: checking the outputs of {len(remaining)} ({len(files) - len(remaining)} checked before, the same "
+          f"file and spec)", flush=True)
     while remaining:
         try:
             proofs = import_check.check(list(remaining.values()), frameworks)
@@ -136,11 +163,14 @@ def _check(rows: dict[str, Row], files: dict[str, str], frameworks: list[str]) -
             rows[name].check = {agreement.framework: agreement.difference / agreement.scale if agreement.scale
                                 else float("nan") for agreement in proofs[path].agreements}
             rows[name].rounding = proofs[path].rounding
+            known[path] = {"fingerprint": fingerprints[name], "check": rows[name].check,
+                           "rounding": rows[name].rounding, "git_commit": environment.git_commit()}
+        atomic_write_json(known_path, known)
         return
 
 
 def _train(rows: dict[str, Row], scenarios: dict[tuple[str, str], Scenario], run: RunFile, train_only: list[str],
-           written: Callable[[list[dict]], None]) -> None:
+           written: Callable[[list[dict], list[errors.Row]], None]) -> None:
     """Each net's training step in each framework (those the run file already has ok are kept; `train_only`: only
     those nets are measured), the table written again after each net with the records it reads."""
     for name in dict.fromkeys(name for name, _ in scenarios):
@@ -148,23 +178,52 @@ def _train(rows: dict[str, Row], scenarios: dict[tuple[str, str], Scenario], run
             if net == name and (not train_only or name in train_only) and not run.has_ok(scenario):
                 print(f"zoo: training {name} in {framework}", flush=True)
                 run.add(run_scenario(scenario, timeout=SCENARIO_TIMEOUT_S))
-        written(_estimate_errors(rows, run, scenarios))
+        written(*_estimate_errors(rows, run, scenarios))
 
 
-def _estimate_errors(rows: dict[str, Row], run: RunFile, scenarios: dict[tuple[str, str], Scenario]) -> list[dict]:
-    """Each trained net's status and the estimate's error, from the records of the nets as built now (a record of
+def _estimate_errors(rows: dict[str, Row], run: RunFile,
+                     scenarios: dict[tuple[str, str], Scenario]) -> tuple[list[dict], list[errors.Row]]:
+    """Each trained net's status and the estimate's errors, from the records of the nets as built now (a record of
     an earlier build of the file, at another size or path, is another scenario and is left out), read again with
-    today's rules; returns those records."""
+    today's rules; returns those records and the evaluated errors (`EVALUATED`)."""
     current = {identity(scenario.to_dict()): name for (name, _), scenario in scenarios.items()}
     records = [record for key, record in run.records.items() if key in current]
     accounted = accounting.reaccount({"records": records})
-    errors_of = {(row.model, row.framework): row.error for row in errors.rows({"records": accounted})
-                 if row.phase == "train_step_2" and row.view == "driver" and row.source == "footprint"}
+    evaluated = [row for row in errors.rows({"records": accounted}, EVALUATED)
+                 if row.view == EVALUATED_VIEW and row.source == "footprint"]
+    errors_of = {(row.model, row.framework, row.phase): row.error for row in evaluated}
     for record in accounted:
         scenario = record["scenario"]
         rows[current[identity(scenario)]].train[scenario["framework"]] = {
-            "status": record["status"], "estimate_error": errors_of.get((scenario["model"], scenario["framework"]))}
-    return records
+            "status": record["status"], **{key: errors_of.get((scenario["model"], scenario["framework"], phase))
+                                           for phase, key in EVALUATED.items()}}
+    return records, evaluated
+
+
+def evaluation(evaluated: list[errors.Row], nets: list[str]) -> dict:
+    """The field's figures per framework and half of the split (models/zoo_split.py): the median, 90th percentile
+    and largest error, the unsafe rate, and the held-out half's margin (`errors.margin`) with the unsafe rate of
+    each half once it is applied; `nets`: the table's, listed by half."""
+    found: dict[str, dict] = {}
+    for framework in dict.fromkeys(row.framework for row in evaluated):
+        ours = [row for row in evaluated if row.framework == framework]
+        held_out = [row for row in ours if row.half == zoo_split.HELD_OUT]
+        margin = errors.margin(held_out) if held_out else None
+        for half in zoo_split.HALVES:
+            group = [row for row in ours if row.half == half]
+            if not group:
+                continue
+            figures = errors.summary(group)[(framework, EVALUATED_VIEW, "footprint")]
+            found.setdefault(framework, {})[half] = {
+                "nets": len({row.net for row in group}), "n": figures["n"], "median": figures["median"],
+                "p90": figures["p90"], "max": figures["worst"].error, "worst": figures["worst"].model,
+                "unsafe": figures["unsafe"], **({"margin": margin} if half == zoo_split.HELD_OUT else {}),
+                "unsafe_with_margin": None if margin is None else sum(row.unsafe(margin) for row in group) / len(group)}
+    return {"device": "cpu", "phases": list(EVALUATED), "view": EVALUATED_VIEW, "quantile": errors.MARGIN_QUANTILE,
+            "unsafe": f"the share of (net, phase) where the estimate is below the measured peak by more than "
+                      f"{errors.UNSAFE_SHORTFALL:.0%}", "split": "models/zoo_split.py",
+            "halves": {half: [name for name in nets if zoo_split.half_of(name) == half] for half in zoo_split.HALVES},
+            "frameworks": found}
 
 
 def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
@@ -176,6 +235,7 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
     out.mkdir(parents=True, exist_ok=True)
     rows: dict[str, Row] = {}
     files: dict[str, str] = {}
+    specs: dict[str, ModelSpec] = {}
     for source in sources:
         names = [name for name in SOURCES[source][1] if not only or name in only]
         if not names:
@@ -184,26 +244,29 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
         folder.mkdir(parents=True, exist_ok=True)
         for name, built in build_sources(source, names, folder).items():
             rows[name] = Row(source, name, SOURCES[source][1][name])
-            if _import(rows[name], built):
-                files[name] = built["file"]
+            spec = _import(rows[name], built)
+            if spec:
+                files[name], specs[name] = built["file"], spec
 
-    def written(used: list[dict]) -> None:
-        """The table, with `used`: the training records it reads."""
+    def written(used: list[dict], evaluated: list[errors.Row]) -> None:
+        """The table, with `used`: the training records it reads, and `evaluated`: the estimate's errors on them."""
         data = {"schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
                 "machine": environment.machine(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
-                          "error": "the estimate's relative error on the rise of train step 2 (driver's view)",
+                          "error": "the estimate's relative error on the rise of train step 2 / of the inference "
+                                   "after it (driver's view)",
                           "records_by_commit": commits({"records": used})},  # a resumed run's are older
                 "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
                           "difference": "largest absolute output difference over the reference's largest value",
                           "rounding": "the source's own float32 output against its float64 one, the same measure"},
-                "rows": [asdict(row) for row in rows.values()]}
+                "evaluation": evaluation(evaluated, list(rows)),
+                "rows": [asdict(row) | {"half": zoo_split.half_of(row.name)} for row in rows.values()]}
         atomic_write_json(out / "zoo.json", data)
         (out / "zoo.md").write_text(markdown(data))
 
-    print(f"zoo: {len(files)} of {len(rows)} nets imported; checking their outputs", flush=True)
-    _check(rows, files, check_frameworks)
-    written([])
+    print(f"zoo: {len(files)} of {len(rows)} nets imported", flush=True)
+    _check(rows, files, specs, check_frameworks, work)
+    written([], [])
     if train_frameworks:
         run = RunFile("zoo", "cpu", work / "zoo-cpu.json")  # beside the built files it names, never published
         scenarios = {(name, framework): Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH,

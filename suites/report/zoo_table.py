@@ -25,12 +25,38 @@ def _rounding(row: dict) -> str:
 
 
 def _train(row: dict, framework: str) -> str:
+    """The estimate's error on train step 2 and, after the slash, on inference (an older table: the step's only)."""
     found = row["train"].get(framework)
     if not found:
         return "not run" if row["spec_counts"] is not None else "-"
     if found["status"] != "ok":
         return found["status"]
-    return "no estimate" if found["estimate_error"] is None else f"{found['estimate_error']:+.1%}"
+    shown = [found[key] for key in ("estimate_error", "inference_error") if key in found]
+    return " / ".join("-" if error is None else f"{error:+.1%}" for error in shown)
+
+
+def _evaluation(evaluation: dict | None) -> list[str]:
+    """The head: the field's figures per framework and half of the split, the held-out half first."""
+    if not evaluation or not evaluation["frameworks"]:
+        return []
+    phases = " and ".join(evaluation["phases"])
+    lines = [f"The estimate on nets it was not tuned on (the split: `{evaluation['split']}`; held out: "
+             f"{len(evaluation['halves']['held-out'])} nets, tuned: {len(evaluation['halves']['tuned'])}), on the "
+             f"{evaluation['device']}, {phases}, {evaluation['view']} view: the absolute relative error's median, 90th "
+             f"percentile and worst; unsafe: {evaluation['unsafe']}; the margin: the "
+             f"{evaluation['quantile']:.0%} quantile of the held-out half's shortfalls, which `estimate --budget` "
+             f"adds.", "",
+             "| framework | half | nets | phases | median | p90 | worst | unsafe | margin | unsafe with the margin |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for framework, halves in evaluation["frameworks"].items():
+        margin = (halves.get("held-out") or {}).get("margin")
+        for half, figures in halves.items():
+            with_margin = figures["unsafe_with_margin"]
+            lines.append(f"| {framework} | {half} | {figures['nets']} | {figures['n']} | {figures['median']:.1%} | "
+                         f"{figures['p90']:.1%} | {figures['max']:+.1%} ({figures['worst']}) | {figures['unsafe']:.0%} "
+                         f"| {'-' if margin is None else f'+{margin:.0%}'} | "
+                         f"{'-' if with_margin is None else f'{with_margin:.0%}'} |")
+    return [*lines, ""]
 
 
 def _measured_at(train: dict) -> str:
@@ -60,12 +86,13 @@ def markdown(data: dict) -> str:
              + ", with the file's weights (`models --check`). Rounding: " + check.get("rounding", "not measured")
              + ". Estimate: " + train["error"]
              + f", batch {train['batch']} on the {train['device']}{_measured_at(train)}.", "",
-             "| source | net | input | counts | " + " | ".join(f"output {fw}" for fw in check["frameworks"])
+             *_evaluation(data.get("evaluation")),
+             "| source | net | half | input | counts | " + " | ".join(f"output {fw}" for fw in check["frameworks"])
              + " | rounding | " + " | ".join(f"estimate {fw}" for fw in train["frameworks"]) + " | why not |",
-             "|---|---|---:|---|" + "---:|" * (len(check["frameworks"]) + 1 + len(train["frameworks"])) + "---|"]
+             "|---|---|---|---:|---|" + "---:|" * (len(check["frameworks"]) + 1 + len(train["frameworks"])) + "---|"]
     for row in rows:
         why = (row["reason"] or row["check_reason"] or "").replace("|", "\\|")
-        lines.append(f"| {row['source']} | {row['name']} | {row['size']} | {_counts(row)} | "
+        lines.append(f"| {row['source']} | {row['name']} | {row.get('half', '-')} | {row['size']} | {_counts(row)} | "
                      + " | ".join(_check(row, fw, tolerance) for fw in check["frameworks"]) + f" | {_rounding(row)} | "
                      + " | ".join(_train(row, fw) for fw in train["frameworks"]) + f" | {why} |")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,59 @@
+"""The margin an answer from the estimate states: how far the estimate fell short on nets it was never tuned on.
+
+The published zoo table (results/zoo-<commit>/zoo.json) measures the estimate on the held-out half of its split
+(models/zoo_split.py) per framework, on the device it ran on; the margin is the 95th percentile of those shortfalls
+(`errors.margin`). `estimate --budget` grows each total by it, and `fit` states what the estimate with it would
+have answered. A device the zoo has not run on has no margin, and the answer says so rather than borrow another
+device's: what XLA keeps on a CPU (its compiler's heap) is not what it keeps on a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from suites.run.registry import ROOT
+
+RESULTS = ROOT / "results"
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A framework's margin on a device, and the evidence it rests on."""
+
+    framework: str
+    device: str
+    value: float  # the total is grown by this share
+    pairs: int  # the held-out (net, phase) pairs it was taken from
+    nets: int
+    source: str  # the zoo folder, relative to the project
+
+    def __str__(self) -> str:
+        return (f"+{self.value:.0%}: the 95th percentile of the estimate's shortfall on the zoo's held-out nets "
+                f"({self.nets} nets, {self.pairs} phases) in {self.framework} on the {self.device}, {self.source}/")
+
+
+def published_zoo(results: Path = RESULTS) -> dict | None:
+    """The newest published zoo table with an evaluation (by when it was written), or None."""
+    found = []
+    for path in sorted(results.glob("zoo-*/zoo.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("evaluation"):
+            found.append((data.get("written_at", ""), str(path.parent.relative_to(results.parent)), data))
+    if not found:
+        return None
+    written, folder, data = max(found)
+    return data | {"folder": folder}
+
+
+def margin(framework: str, device: str, zoo: dict | None) -> Margin | None:
+    """`framework`'s margin on `device` from the zoo table `zoo` (`published_zoo`), None where it has none."""
+    evaluation = (zoo or {}).get("evaluation") or {}
+    held_out = ((evaluation.get("frameworks") or {}).get(framework) or {}).get("held-out")
+    if evaluation.get("device") != device or not held_out or held_out.get("margin") is None:
+        return None
+    return Margin(framework, device, held_out["margin"], held_out["n"], held_out["nets"], zoo["folder"])
