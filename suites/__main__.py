@@ -209,8 +209,9 @@ def _estimate(args: argparse.Namespace) -> int:
     else:
         # a pool mapped when the device starts: what the process holds with it off, its allocator growing
         without_pool = at(args.framework, known, args.batch or 0, True) if known and "pool" in known else None
+        margin = margins.margin(args.framework, resolved, margins.published_zoo()) if args.framework else None
         print(explain.layer_table(spec, analytic) if args.layers
-              else explain.render(analytic, known, shown, gpu, memory, args.explain, without_pool))
+              else explain.render(analytic, known, shown, gpu, memory, args.explain, without_pool, margin))
     return 0
 
 

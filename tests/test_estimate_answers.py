@@ -124,3 +124,19 @@ def test_layers_of_a_deep_catalogue_model_are_all_listed(capsys: pytest.CaptureF
     rows = _layer_rows(_answer(capsys, "--model", "densenet121", "--layers", "--framework", "keras-torch"))
     assert len(rows) == len(spec.layers)
     assert sum(int(row[3].replace(",", "")) for row in rows) == spec.param_count
+
+
+def test_an_estimate_says_what_it_can_be_trusted_to_on_a_net_it_never_saw(capsys: pytest.CaptureFixture) -> None:
+    """With a framework, the estimate states its held-out median and the total with the margin where the zoo's
+    held-out half ran on the device, else that it is unmeasured there; for the XLA family, what the spec cannot
+    tell (XLA's own temporaries and its compiler's heap)."""
+    taken = margins.Margin("jax", "cpu", 0.25, 0.12, 40, 20, "results/zoo-x")
+    line = margins.unseen_line("jax", "cpu", taken, 100 * 2**20)
+    assert "median error 12.0%; with its margin +25% the total at the peak is 125.0 MiB (results/zoo-x/)" in line
+    assert "its compiler's heap) is not known from the spec" in line
+    assert "XLA" not in margins.unseen_line("torch", "cuda", None, 2**20)
+    assert "unmeasured on the cuda" in margins.unseen_line("torch", "cuda", None, 2**20)
+    shown = " ".join(line.strip() for line in _answer(capsys, "--model", "resnet50", "--framework", "keras-jax"))
+    expected = margins.margin("keras-jax", "cpu", margins.published_zoo())
+    assert ("on nets it never saw (the zoo's held-out half on the cpu)" if expected else
+            "on nets it never saw: unmeasured on the cpu") in shown

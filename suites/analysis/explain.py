@@ -13,7 +13,7 @@ from models.estimate import CATEGORIES, RULES, Estimate, estimate, kept_by_layer
 from models.scenario import DTYPES, Scenario
 from models.spec import ModelSpec
 from suites.analysis import constants, fit
-from suites.analysis.margins import Margin
+from suites.analysis.margins import Margin, unseen_line
 
 MIB = 2**20
 WIDTH = 120  # a line a person reads; longer ones wrap, indented
@@ -135,12 +135,14 @@ def peak_total(analytic: Estimate, known: dict | None) -> tuple[str, int]:
 
 
 def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None = None,
-           gpu_memory: int | None = None, explain: bool = False, without_pool: Estimate | None = None) -> str:
+           gpu_memory: int | None = None, explain: bool = False, without_pool: Estimate | None = None,
+           margin: Margin | None = None) -> str:
     """The categories per phase in MiB, the measured constants (labelled) and the total; for a framework that maps a
     pool when the device starts, the pool on a line of its own, sized for the card `gpu` of `gpu_memory` bytes (the
     constants' card where None) and never in the total, and what the process holds without it (`without_pool`: the
-    same scenario estimated with the pool off, which a pooled framework's estimate needs). Every line fits a
-    terminal (WIDTH); the rules' reasons, two thousand characters, only with `explain`, one rule a line."""
+    same scenario estimated with the pool off, which a pooled framework's estimate needs); with a framework, what
+    the total can be trusted to on an unseen net (`margin`: the held-out half's, None where it has none). Every line
+    fits a terminal (WIDTH); the rules' reasons, two thousand characters, only with `explain`, one rule a line."""
     size = DTYPES[analytic.dtype]
     phases = [p for p in analytic.phases if p.items]
     weights = analytic.param_count * size
@@ -182,6 +184,7 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
                         + (f"; with the depth probe's cost per layer for {analytic.layers} layers"
                            if known.get("per_layer") else "; no depth probe: nothing per layer") + ")", "  ")]
         lines += _pool_lines(analytic, known, peak_name, peak, gpu, gpu_memory, without_pool) if pooled else []
+        lines += wrap(unseen_line(analytic.framework, analytic.device, margin, peak))
     else:
         peak_name = analytic.peak.name
         lines += ["", f"total at the peak ({analytic.peak.name}): {analytic.peak.total / MIB:,.1f} MiB of tensors;",

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from models import backends
 from suites.run.registry import ROOT
 
 RESULTS = ROOT / "results"
@@ -25,6 +26,7 @@ class Margin:
     framework: str
     device: str
     value: float  # the total is grown by this share
+    median: float  # the held-out half's median absolute error
     pairs: int  # the held-out (net, phase) pairs it was taken from
     nets: int
     source: str  # the zoo folder, relative to the project
@@ -56,4 +58,20 @@ def margin(framework: str, device: str, zoo: dict | None) -> Margin | None:
     held_out = ((evaluation.get("frameworks") or {}).get(framework) or {}).get("held-out")
     if evaluation.get("device") != device or not held_out or held_out.get("margin") is None:
         return None
-    return Margin(framework, device, held_out["margin"], held_out["n"], held_out["nets"], zoo["folder"])
+    return Margin(framework, device, held_out["margin"], held_out["median"], held_out["n"], held_out["nets"],
+                  zoo["folder"])
+
+
+def unseen_line(framework: str, device: str, margin: Margin | None, peak: int) -> str:
+    """What the estimate's total at the peak (`peak` bytes) can be trusted to on a net it never saw, in one sentence:
+    the held-out median and the total with the margin, or that it is unmeasured on this device. For the XLA family
+    it names what the spec cannot tell."""
+    unknown = (" What XLA keeps beyond the kept tensors (its buffer plan's own temporaries, its compiler's heap) is "
+               "not known from the spec: the margin counts it." if backends.backend(framework) in ("jax", "tensorflow")
+               else "")
+    if margin is None:
+        return (f"on nets it never saw: unmeasured on the {device} (the zoo's held-out half has not run there), so no "
+                f"margin.{unknown}")
+    return (f"on nets it never saw (the zoo's held-out half on the {device}): median error {margin.median:.1%}; with "
+            f"its margin +{margin.value:.0%} the total at the peak is {peak * (1 + margin.value) / 2**20:,.1f} MiB "
+            f"({margin.source}/).{unknown}")
