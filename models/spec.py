@@ -834,6 +834,12 @@ class ModelSpec:
         return self._shapes[-1].output_shape
 
     @cached_property
+    def distinct_layers(self) -> int:
+        """How many layers differ in kind, options or input shapes: a compiler builds code for each, which a layer
+        that repeats one (a ResNet's identical blocks) reuses; XLA's runtime grows with these (docs/estimate.md)."""
+        return len({(repr(shapes.layer), shapes.input_shapes) for shapes in self.walk()})
+
+    @cached_property
     def param_count(self) -> int:
         """Trainable values: what torch's parameters() and Keras's trainable weights count (counted once, as walk)."""
         return sum(step.param_count for step in self._shapes)

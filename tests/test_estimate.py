@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -343,10 +344,12 @@ def test_depth_probe_adds_a_measured_cost_per_layer(probe_record: dict) -> None:
     beyond = constants.from_probe(deep)["phases"]["train_step_1"]["driver"]
     slope = depth["phases"]["train_step_1"]["driver"]
     assert slope == round((beyond - known["phases"]["train_step_1"]["driver"]) / depth["extra_layers"])
-    layers = len(get_model("resnet50").layers)
-    assert constants.overhead(known, "train_step_1", "driver", layers) == (
-        known["phases"]["train_step_1"]["driver"] + max(slope, 0) * (layers - depth["probe_layers"]))
-    assert constants.overhead(known, "train_step_1", "driver", 1) == known["phases"]["train_step_1"]["driver"]
+    resnet = estimate(get_model("resnet50"), "train", 1, framework="torch")
+    assert constants.overhead(known, "train_step_1", "driver", resnet) == (
+        known["phases"]["train_step_1"]["driver"] + max(slope, 0) * (resnet.layers - depth["probe_layers"]))
+    one = estimate(get_model("heatmap68"), "train", 1, framework="torch")
+    assert constants.overhead(known, "train_step_1", "driver", replace(one, layers=1)) == known["phases"][
+        "train_step_1"]["driver"]
 
 
 def test_estimate_command_needs_no_framework() -> None:

@@ -8,7 +8,11 @@ import statistics
 from pathlib import Path
 
 from models import catalogue, zoo_split
+from models.catalogue import get_model
+from models.estimate import estimate
+from suites.analysis import accounting, constants, depth
 from suites.bench import zoo
+from suites.run.registry import ROOT
 from tests.conftest import run_cli
 
 
@@ -72,3 +76,37 @@ def test_every_zoo_net_is_in_one_family_and_the_catalogues_families_are_the_tune
     assert catalogue.CATALOGUE.keys() >= {"vgg16", "resnet50", "mobilenetv2", "densenet121"}
     held_out = [name for name in members if zoo_split.half_of(name) == zoo_split.HELD_OUT]
     assert len(held_out) >= len(members) / 2  # the held-out half is no token
+
+
+def test_the_depth_costs_are_least_squares_over_the_tuned_nets_and_reach_the_estimate() -> None:
+    """`depth.fit` over the published CPU run's nets (the catalogue's: the tuned half): no pair of non-negative costs
+    per distinct and per repeating layer leaves smaller squares than its own, not even the depth probe's one cost
+    per layer; merged beside the probe's constants, they are what `overhead` adds."""
+    run = json.loads((ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json").read_text())
+    base, source = constants.load("cpu", with_depth=False), constants.published_name("cpu")
+    accounted = accounting.reaccount(run, base, source)
+    fitted = depth.fit(accounted, source, constants.PROBES)
+    entry = fitted["frameworks"]["jax"]["train"]
+    assert entry["probe_distinct"] == 5 and "resnet50" in entry["nets"]
+    costs = entry["phases"]["train_step_2"]["driver"]
+    fixed = base["frameworks"]["jax"]["train"]["phases"]["train_step_2"]["driver"]
+    nets = [record for record in accounted if (record["scenario"]["framework"], record["scenario"]["kind"]) == (
+        "jax", "train") and record["scenario"]["model"] not in constants.PROBES]
+    points = [(record["estimate"]["distinct_layers"] - 5, record["estimate"]["layers"] - record["estimate"][
+        "distinct_layers"], record["comparison"]["train_step_2"]["driver"]["measured"]
+        - record["comparison"]["train_step_2"]["driver"]["tensors"] - fixed) for record in nets]
+
+    def squares(per_distinct: float, per_repeat: float) -> float:
+        return sum((y - per_distinct * x1 - per_repeat * x2) ** 2 for x1, x2, y in points)
+
+    best = squares(costs["per_distinct"], costs["per_repeat"])
+    slope = base["frameworks"]["jax"]["train"]["per_layer"]["phases"]["train_step_2"]["driver"]
+    assert best <= squares(slope, slope) and best <= squares(0, 0)
+    assert all(best <= squares(costs["per_distinct"] + a, max(costs["per_repeat"] + b, 0)) * (1 + 1e-9)
+               for a in (-2**20, 2**20) for b in (-2**20, 2**20) if costs["per_distinct"] + a >= 0)
+    known = constants.lookup(depth.merged(base, fitted, source), "jax", "train")
+    resnet = estimate(get_model("resnet50"), "train", 8, framework="jax")
+    assert constants.overhead(known, "train_step_2", "driver", resnet) == known["phases"]["train_step_2"][
+        "driver"] + round(costs["per_distinct"] * (resnet.distinct_layers - 5)
+                          + costs["per_repeat"] * (resnet.layers - resnet.distinct_layers))
+    assert depth.merged(base, fitted, "another constants file") is base  # measured above other constants: unused

@@ -53,6 +53,7 @@ class Estimate:
     activation_values_per_example: int  # the input and every layer output, activations in place (CS231n's)
     param_count: int
     layers: int  # the spec's layers: a runtime that grows with depth is measured per layer (suites.analysis.constants)
+    distinct_layers: int  # those that differ in kind, options or input shapes (`ModelSpec.distinct_layers`)
 
     @property
     def peak(self) -> PhaseEstimate:
@@ -347,4 +348,4 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     phases = [phase for phase in (_phase(s, name) for name in PHASES[kind]) if phase is not None]
     return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
                     tuple(_allocated(s, phases, pool_grows)), floor(spec, kind, batch, optimizer, size, technique),
-                    hand_count(spec), spec.param_count, len(spec.layers))
+                    hand_count(spec), spec.param_count, len(spec.layers), spec.distinct_layers)

@@ -74,7 +74,7 @@ def comparison(record: dict, analytic: Estimate, known: dict | None) -> dict[str
     for name, views in constants.measured_views(record, analytic).items():
         entry: dict[str, dict] = {}
         for view, (measured, tensors) in views.items():
-            overhead = constants.overhead(known, name, view, analytic.layers)
+            overhead = constants.overhead(known, name, view, analytic)
             figures_of_view = {"measured": measured, "tensors": tensors, "constant": overhead}
             if overhead is not None:
                 predicted = tensors + overhead
@@ -235,11 +235,12 @@ def refresh(record: dict) -> dict:
     return _account(record, known, stored.get("source", ""))
 
 
-def reaccount(run: dict) -> list[dict]:
-    """A run file's records accounted again with today's rules: with the constants its own probes give where it has
-    them (never from the records being estimated), else with those each record was measured with."""
-    taken, labels = constants.of_run(run)
-    source = f"the run's {len(labels)} probe records"
+def reaccount(run: dict, known: dict | None = None, source: str = "") -> list[dict]:
+    """A run file's records accounted again with today's rules: with `known` (constants data, read from `source`)
+    where given, else with the constants its own probes give where it has them (never from the records being
+    estimated), else with those each record was measured with."""
+    taken, labels = (known, []) if known is not None else constants.of_run(run)
+    source = source if known is not None else f"the run's {len(labels)} probe records"
 
     def accounted(record: dict) -> dict:
         try:
@@ -255,12 +256,13 @@ def _account(record: dict, known: dict | None, source: str) -> dict:
     if scenario.kind not in ("train", "infer"):
         return {}
     analytic = constants.analytic_estimate(scenario, known)
+    kept = ("layers", "per_layer", "depth", "blas_workspace")
     return {
         "estimate": analytic.to_dict() | {
             "rules_why": RULES[analytic.rules].why,
             "constants": ({"source": source, "context": known["context"], "phases": known["phases"],
                            "git_commit": known["git_commit"], "measured_at": known["measured_at"]}
-                          | {key: known[key] for key in ("layers", "per_layer", "blas_workspace") if key in known}
+                          | {key: known[key] for key in kept if key in known}
                           if known else {"missing": f"no probe of {scenario.framework} ({scenario.kind}) in {source}"}),
         },
         "comparison": comparison(record, analytic, known),

@@ -21,7 +21,7 @@ from models import allocator_modes
 from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
 from models.scenario import Scenario
-from suites.analysis import figures
+from suites.analysis import depth, figures, margins
 from suites.run import runfile
 from suites.run.registry import ROOT
 
@@ -171,28 +171,46 @@ def _rebase(kinds: dict, device: str) -> None:
         known["context"] = context
 
 
-def overhead(known: dict | None, phase: str, view: str, layers: int) -> int | None:
-    """The measured bytes a net of `layers` layers holds beyond its tensors in one phase and view: the probe's
-    fixed cost plus, where the depth probe ran, its cost per layer for each layer beyond the probe's (a runtime
-    that does not grow with depth, measured as a small negative, adds nothing)."""
+def overhead(known: dict | None, phase: str, view: str, analytic: Estimate) -> int | None:
+    """The measured bytes a net holds beyond its tensors in one phase and view: the probe's fixed cost plus what
+    grows with depth for each layer beyond the probe's. Where the zoo's tuned half measured it (`depth`, from
+    suites.analysis.depth), a cost per distinct layer (code compiled for it) and one per layer that repeats an
+    earlier one; else, where the depth probe ran, its one cost per layer (a runtime that does not grow with depth,
+    measured as a small negative, adds nothing)."""
     fixed = ((known or {}).get("phases", {}).get(phase) or {}).get(view)
+    if fixed is None:
+        return None
+    fitted = ((known or {}).get("depth", {}).get("phases", {}).get(phase) or {}).get(view)
+    if fitted:
+        extra_distinct = max(analytic.distinct_layers - known["depth"]["probe_distinct"], 0)
+        repeats = analytic.layers - analytic.distinct_layers
+        return fixed + round(fitted["per_distinct"] * extra_distinct + fitted["per_repeat"] * repeats)
     depth = (known or {}).get("per_layer") or {}
     slope = (depth.get("phases", {}).get(phase) or {}).get(view)
-    if fixed is None or slope is None:
+    if slope is None:
         return fixed
-    return fixed + max(slope, 0) * max(layers - depth["probe_layers"], 0)
+    return fixed + max(slope, 0) * max(analytic.layers - depth["probe_layers"], 0)
 
 
-def load(resolved_device: str, source: Path | None = None) -> dict | None:
+def published_name(resolved_device: str) -> str:
+    """The device's published constants file, relative to the project: what a depth fit names as its base."""
+    return str(path(resolved_device).relative_to(ROOT))
+
+
+def load(resolved_device: str, source: Path | None = None, with_depth: bool = True) -> dict | None:
     """The device's published constants, or those in `source` (a constants file, or a run file whose probes give
-    them); None where there are none."""
+    them); None where there are none. The published ones carry the published zoo's depth costs where it measured
+    them above these constants (suites.analysis.depth; `with_depth` False: the probes' alone)."""
+    published = source is None or source.resolve() == path(resolved_device).resolve()
     source = source or path(resolved_device)
     try:
         data = json.loads(source.read_text())
     except (OSError, ValueError):
         return None
     if isinstance(data, dict) and (data.get("kind"), data.get("schema_version")) == (KIND, SCHEMA_VERSION):
-        return data
+        if not (published and with_depth):
+            return data
+        return depth.merged(data, (margins.published_zoo() or {}).get("depth"), published_name(resolved_device))
     try:
         return of_run(runfile.read(data))[0]
     except ValueError:  # neither a constants file nor a run file

@@ -125,7 +125,7 @@ def phase_totals(analytic: Estimate, known: dict | None) -> list[tuple[str, int]
     if not known:
         return [(p.name, p.total) for p in phases]
     view = "allocator" if "pool" in known else "driver"  # a pool fills a pooled probe's driver figures
-    return [(p.name, p.total + (constants.overhead(known, p.name, view, analytic.layers) or 0)
+    return [(p.name, p.total + (constants.overhead(known, p.name, view, analytic) or 0)
              + (known["context"] or 0)) for p in phases]
 
 
@@ -166,13 +166,13 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
         pooled, context = "pool" in known, known["context"]
         # a pool fills a pooled probe's driver figures: what its allocator held beyond its tensors is what was measured
         view = "allocator" if pooled else "driver"
-        overheads = [constants.overhead(known, p.name, view, analytic.layers) for p in phases]
+        overheads = [constants.overhead(known, p.name, view, analytic) for p in phases]
         lines.append(_row(f"runtime overhead ({'allocator, measured' if pooled else 'measured constant'})", overheads))
         named = "context less pool" if pooled else "context"
         lines.append(_row(f"{named} (measured constant)", [context] * len(phases)))
         lines.append(_row("total", [total for _, total in phase_totals(analytic, known)]))
         peak_name, peak = peak_total(analytic, known)
-        overhead = constants.overhead(known, peak_name, view, analytic.layers) or 0
+        overhead = constants.overhead(known, peak_name, view, analytic) or 0
         said = _mib(overhead) + (", its allocator's: a pool fills the probe's driver figures" if pooled else "")
         versions = ", ".join(f"{k} {v}" for k, v in known.get("versions", {}).items()) or "versions unrecorded"
         lines += ["", *wrap(f"total at the peak ({peak_name}): {peak / MIB:,.1f} MiB"
@@ -181,8 +181,7 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
                             f"overhead ({said}) are measured constants from {source}"),
                   *wrap(f"(the probe model on {known.get('measured_on', 'an unrecorded machine')}, {versions}; "
                         f"commit {known['git_commit']}, {known['measured_at']}"
-                        + (f"; with the depth probe's cost per layer for {analytic.layers} layers"
-                           if known.get("per_layer") else "; no depth probe: nothing per layer") + ")", "  ")]
+                        + _depth_said(analytic, known) + ")", "  ")]
         lines += _pool_lines(analytic, known, peak_name, peak, gpu, gpu_memory, without_pool) if pooled else []
         lines += wrap(unseen_line(analytic.framework, analytic.device, margin, peak))
     else:
@@ -196,6 +195,17 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
               if explain else [f"rules: {analytic.rules} (what each layer keeps, and when memory is taken); --explain "
                                f"lists them with their reasons"])
     return "\n".join(lines)
+
+
+def _depth_said(analytic: Estimate, known: dict) -> str:
+    """Where the cost that grows with depth comes from, for the net's layers."""
+    if known.get("depth"):
+        return (f"; with the costs per distinct and per repeating layer the zoo's tuned half measured "
+                f"({len(known['depth']['nets'])} nets), for {analytic.distinct_layers} distinct of {analytic.layers} "
+                f"layers")
+    if known.get("per_layer"):
+        return f"; with the depth probe's cost per layer for {analytic.layers} layers"
+    return "; no depth probe: nothing per layer"
 
 
 def largest_within(total: Callable[[int], int], budget: int, bound: int, unit: int = 1) -> tuple[int, int | None]:

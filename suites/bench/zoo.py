@@ -29,7 +29,7 @@ from models.importers.files import load_spec_file
 from models.record import atomic_write_json
 from models.scenario import Scenario
 from models.spec import ModelSpec, SpecError
-from suites.analysis import accounting, errors
+from suites.analysis import accounting, constants, depth, errors
 from suites.report.zoo_table import markdown
 from suites.run import environment, import_check
 from suites.run.orchestrator import run_scenario, worker_environment
@@ -170,7 +170,7 @@ def _check(rows: dict[str, Row], files: dict[str, str], specs: dict[str, ModelSp
 
 
 def _train(rows: dict[str, Row], scenarios: dict[tuple[str, str], Scenario], run: RunFile, train_only: list[str],
-           written: Callable[[list[dict], list[errors.Row]], None]) -> None:
+           written: Callable[[list[dict], list[errors.Row], dict], None]) -> None:
     """Each net's training step in each framework (those the run file already has ok are kept; `train_only`: only
     those nets are measured), the table written again after each net with the records it reads."""
     for name in dict.fromkeys(name for name, _ in scenarios):
@@ -182,13 +182,17 @@ def _train(rows: dict[str, Row], scenarios: dict[tuple[str, str], Scenario], run
 
 
 def _estimate_errors(rows: dict[str, Row], run: RunFile,
-                     scenarios: dict[tuple[str, str], Scenario]) -> tuple[list[dict], list[errors.Row]]:
+                     scenarios: dict[tuple[str, str], Scenario]) -> tuple[list[dict], list[errors.Row], dict]:
     """Each trained net's status and the estimate's errors, from the records of the nets as built now (a record of
     an earlier build of the file, at another size or path, is another scenario and is left out), read again with
-    today's rules; returns those records and the evaluated errors (`EVALUATED`)."""
+    today's rules and the published probes' constants, with the depth costs the tuned half's records measure
+    (suites.analysis.depth); returns those records, the evaluated errors (`EVALUATED`) and the depth costs."""
     current = {identity(scenario.to_dict()): name for (name, _), scenario in scenarios.items()}
     records = [record for key, record in run.records.items() if key in current]
-    accounted = accounting.reaccount({"records": records})
+    base, source = constants.load("cpu", with_depth=False), constants.published_name("cpu")
+    fitted = depth.fit(accounting.reaccount({"records": records}, base or {}, source), source)
+    accounted = accounting.reaccount({"records": records}, depth.merged(base, fitted, source) or {},
+                                     f"{source} with the depth costs of the zoo's tuned half")
     evaluated = [row for row in errors.rows({"records": accounted}, EVALUATED)
                  if row.view == EVALUATED_VIEW and row.source == "footprint"]
     errors_of = {(row.model, row.framework, row.phase): row.error for row in evaluated}
@@ -197,7 +201,7 @@ def _estimate_errors(rows: dict[str, Row], run: RunFile,
         rows[current[identity(scenario)]].train[scenario["framework"]] = {
             "status": record["status"], **{key: errors_of.get((scenario["model"], scenario["framework"], phase))
                                            for phase, key in EVALUATED.items()}}
-    return records, evaluated
+    return records, evaluated, fitted
 
 
 def evaluation(evaluated: list[errors.Row], nets: list[str]) -> dict:
@@ -248,8 +252,9 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
             if spec:
                 files[name], specs[name] = built["file"], spec
 
-    def written(used: list[dict], evaluated: list[errors.Row]) -> None:
-        """The table, with `used`: the training records it reads, and `evaluated`: the estimate's errors on them."""
+    def written(used: list[dict], evaluated: list[errors.Row], fitted: dict) -> None:
+        """The table, with `used`: the training records it reads, `evaluated`: the estimate's errors on them, and
+        `fitted`: the depth costs their tuned half measures."""
         data = {"schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
                 "machine": environment.machine(), "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
@@ -259,14 +264,14 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
                 "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
                           "difference": "largest absolute output difference over the reference's largest value",
                           "rounding": "the source's own float32 output against its float64 one, the same measure"},
-                "evaluation": evaluation(evaluated, list(rows)),
+                "evaluation": evaluation(evaluated, list(rows)), "depth": fitted,
                 "rows": [asdict(row) | {"half": zoo_split.half_of(row.name)} for row in rows.values()]}
         atomic_write_json(out / "zoo.json", data)
         (out / "zoo.md").write_text(markdown(data))
 
     print(f"zoo: {len(files)} of {len(rows)} nets imported", flush=True)
     _check(rows, files, specs, check_frameworks, work)
-    written([], [])
+    written([], [], {})
     if train_frameworks:
         run = RunFile("zoo", "cpu", work / "zoo-cpu.json")  # beside the built files it names, never published
         scenarios = {(name, framework): Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH,

@@ -1,0 +1,88 @@
+"""What a net holds beyond its tensors that grows with its depth, measured on the zoo's tuned half.
+
+A framework's runtime grows with the code it builds for a net: XLA compiles a kernel for each layer that differs
+in kind, options or input shapes from those before it, and a layer that repeats one (a ResNet's identical blocks)
+reuses it. On this CPU a JAX training step of 99 tiny layers that all differ held 990 MiB beyond its tensors after
+compiling, the same 99 layers repeating one shape 222 MiB. So the estimate counts two costs per layer beyond the
+probe's: one per distinct layer (`ModelSpec.distinct_layers`) and one per repeating layer. The depth probe's tiny
+layers cost more each than a real net's do (a JAX training step: 9.2 MiB per distinct tiny layer and 1.3 per
+repeating one, which overstated every deep net of the zoo), so the two costs are measured on real nets: the records
+of the tuned half of the zoo's split (models/zoo_split.py), the nets the estimate may be tuned on, by least squares
+with neither cost below zero, above the probe's fixed cost. The held-out half then says how well it carries over.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from models import zoo_split
+
+
+def _least_squares(points: list[tuple[int, int, float]]) -> tuple[float, float]:
+    """(a, b) >= 0 minimizing the squares of y - a * x1 - b * x2 over `points` (x1, x2, y)."""
+    s11 = sum(x1 * x1 for x1, _, _ in points)
+    s22 = sum(x2 * x2 for _, x2, _ in points)
+    s12 = sum(x1 * x2 for x1, x2, _ in points)
+    s1y = sum(x1 * y for x1, _, y in points)
+    s2y = sum(x2 * y for _, x2, y in points)
+    determinant = s11 * s22 - s12 * s12
+    if determinant > 0:
+        a, b = (s1y * s22 - s2y * s12) / determinant, (s2y * s11 - s1y * s12) / determinant
+        if a >= 0 and b >= 0:
+            return a, b
+    alone = [(max(s1y / s11, 0) if s11 else 0.0, 0.0), (0.0, max(s2y / s22, 0) if s22 else 0.0)]
+    return min(alone, key=lambda ab: sum((y - ab[0] * x1 - ab[1] * x2) ** 2 for x1, x2, y in points))
+
+
+def fit(accounted: list[dict], measured_on: str, leave_out: tuple[str, ...] = ()) -> dict:
+    """Per framework and scenario kind, the cost per distinct and per repeating layer beyond the probe's, per phase
+    and view, from `accounted` (records accounted with the probe's constants and no depth cost) of the tuned half,
+    but the models in `leave_out` (the probes, whose constants are their own figures); `measured_on`: the constants
+    file whose fixed costs they were measured above."""
+    points: dict[tuple[str, str, str, str], list[tuple[int, int, float]]] = {}
+    nets: dict[tuple[str, str], set[str]] = {}
+    for record in accounted:
+        scenario, estimate = record["scenario"], record.get("estimate") or {}
+        known = estimate.get("constants") or {}
+        if (zoo_split.half_of(zoo_split.net_of(scenario)) != zoo_split.TUNED or "phases" not in known
+                or scenario["model"] in leave_out):
+            continue
+        distinct, layers = estimate["distinct_layers"], estimate["layers"]
+        for phase, views in record.get("comparison", {}).items():
+            for view, figures in views.items():
+                fixed = (known["phases"].get(phase) or {}).get(view)
+                if fixed is None:
+                    continue
+                residual = figures["measured"] - figures["tensors"] - fixed
+                key = (scenario["framework"], scenario["kind"], phase, view)
+                points.setdefault(key, []).append((max(distinct - known["layers"], 0), layers - distinct, residual))
+                nets.setdefault(key[:2], set()).add(zoo_split.net_of(scenario))
+    found: dict = {}
+    for (framework, kind, phase, view), taken in sorted(points.items()):
+        if len(taken) < 2:
+            continue
+        per_distinct, per_repeat = _least_squares(taken)
+        entry = found.setdefault(framework, {}).setdefault(kind, {
+            "nets": sorted(nets[(framework, kind)]), "probe_distinct": None, "phases": {}})
+        entry["phases"].setdefault(phase, {})[view] = {"per_distinct": round(per_distinct),
+                                                       "per_repeat": round(per_repeat)}
+    for framework, kinds in found.items():
+        for kind, entry in kinds.items():
+            entry["probe_distinct"] = next(record["estimate"]["constants"]["layers"] for record in accounted
+                                           if (record["scenario"]["framework"], record["scenario"]["kind"])
+                                           == (framework, kind) and "layers" in record["estimate"]["constants"])
+    return {"measured_on": measured_on, "frameworks": found}
+
+
+def merged(constants: dict | None, depth: dict | None, source: str) -> dict | None:
+    """`constants` (a constants file's data, read from `source`) with each framework's depth costs from `depth`
+    (`fit`'s) beside its probe's, where `depth` was measured above these constants."""
+    if not constants or not depth or depth.get("measured_on") != source:
+        return constants
+    result = copy.deepcopy(constants)
+    for framework, kinds in depth["frameworks"].items():
+        for kind, entry in kinds.items():
+            known = result.get("frameworks", {}).get(framework, {}).get(kind)
+            if known is not None:
+                known["depth"] = entry
+    return result
