@@ -171,7 +171,7 @@ def test_a_pooled_estimate_totals_the_net_and_shows_the_pool_apart(framework: st
     pool, card = figures.pool_size(probe), probe["nvml"]["gpu"]["total_bytes"]
     known = constants.lookup(constants.load("cuda"), framework, "train")
     analytic = estimate(get_model("resnet50"), "train", 32, framework=framework, device="cuda")
-    peak, expected = max(((p.name, p.total + (constants.overhead(known, p.name, "allocator", analytic.layers) or 0)
+    peak, expected = max(((p.name, p.total + (constants.overhead(known, p.name, "allocator", analytic) or 0)
                            + figures.context_alone(probe, "cuda")) for p in analytic.phases if p.items),
                          key=lambda pair: pair[1])
     assert expected - figures.context_alone(probe, "cuda") - analytic.phase(peak).total < 200 * MIB
