@@ -262,8 +262,8 @@ def estimate_answer(scenario: Scenario, budget: int, bound: int, margin: Margin 
 
     answer = batch_answer(scenario.framework, known, at, budget, bound, unit, margin)
     found = f"largest batch {answer.largest.batch:,}" if answer.largest else "not even the smallest batch fits"
-    grown = f"its margin {margin}" if margin else (f"no margin: no held-out run on the {scenario.device}, so its error "
-                                                   f"on nets it never saw is unmeasured")
+    grown = f"its margin {margin}" if margin else (f"no margin: no held-out run in it on the {scenario.device}, so its "
+                                                   f"error on nets it never saw is unmeasured")
     return f"the estimate alone: {found} ({'tensors only' if not known else 'with the measured constants'}; {grown})"
 
 
@@ -315,8 +315,8 @@ def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], 
               if isinstance(answer, BatchAnswer) and answer.margin]
     unmargined = [answer.framework for answer in answers if isinstance(answer, BatchAnswer) and not answer.margin]
     if unmargined:
-        notes.append(f"no margin for {', '.join(unmargined)} on {first.device}: the zoo's held-out nets have not run "
-                     f"there, so the estimate's error on nets it never saw is unmeasured (`python -m suites zoo`)")
+        notes.append(f"no margin for {', '.join(unmargined)} on {first.device}: the zoo's held-out nets have not been "
+                     f"trained in it there, so its error on nets it never saw is unmeasured (`python -m suites zoo`)")
     notes.append("an estimate, not a measurement: `python -m suites fit` runs the batches and measures them")
     return "\n".join([*lines, "", *(line for note in notes for line in wrap(note))])
 

@@ -70,8 +70,8 @@ def unseen_line(framework: str, device: str, margin: Margin | None, peak: int) -
                "not known from the spec: the margin counts it." if backends.backend(framework) in ("jax", "tensorflow")
                else "")
     if margin is None:
-        return (f"on nets it never saw: unmeasured on the {device} (the zoo's held-out half has not run there), so no "
-                f"margin.{unknown}")
+        return (f"on nets it never saw: unmeasured on the {device} (the zoo's held-out half has not been trained in "
+                f"{framework} there), so no margin.{unknown}")
     return (f"on nets it never saw (the zoo's held-out half on the {device}): median error {margin.median:.1%}; with "
             f"its margin +{margin.value:.0%} the total at the peak is {peak * (1 + margin.value) / 2**20:,.1f} MiB "
             f"({margin.source}/).{unknown}")
