@@ -41,6 +41,7 @@ def fit(accounted: list[dict], measured_on: str, leave_out: tuple[str, ...] = ()
     file whose fixed costs they were measured above."""
     points: dict[tuple[str, str, str, str], list[tuple[int, int, float]]] = {}
     nets: dict[tuple[str, str], set[str]] = {}
+    probe_layers: dict[tuple[str, str], int] = {}
     for record in accounted:
         scenario, estimate = record["scenario"], record.get("estimate") or {}
         known = estimate.get("constants") or {}
@@ -57,20 +58,16 @@ def fit(accounted: list[dict], measured_on: str, leave_out: tuple[str, ...] = ()
                 key = (scenario["framework"], scenario["kind"], phase, view)
                 points.setdefault(key, []).append((max(distinct - known["layers"], 0), layers - distinct, residual))
                 nets.setdefault(key[:2], set()).add(zoo_split.net_of(scenario))
+                probe_layers[key[:2]] = known["layers"]
     found: dict = {}
     for (framework, kind, phase, view), taken in sorted(points.items()):
         if len(taken) < 2:
             continue
         per_distinct, per_repeat = _least_squares(taken)
         entry = found.setdefault(framework, {}).setdefault(kind, {
-            "nets": sorted(nets[(framework, kind)]), "probe_distinct": None, "phases": {}})
+            "nets": sorted(nets[(framework, kind)]), "probe_distinct": probe_layers[(framework, kind)], "phases": {}})
         entry["phases"].setdefault(phase, {})[view] = {"per_distinct": round(per_distinct),
                                                        "per_repeat": round(per_repeat)}
-    for framework, kinds in found.items():
-        for kind, entry in kinds.items():
-            entry["probe_distinct"] = next(record["estimate"]["constants"]["layers"] for record in accounted
-                                           if (record["scenario"]["framework"], record["scenario"]["kind"])
-                                           == (framework, kind) and "layers" in record["estimate"]["constants"])
     return {"measured_on": measured_on, "frameworks": found}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from models import backends
@@ -36,8 +37,10 @@ class Margin:
                 f"({self.nets} nets, {self.pairs} phases) in {self.framework} on the {self.device}, {self.source}/")
 
 
+@cache
 def published_zoo(results: Path = RESULTS) -> dict | None:
-    """The newest published zoo table with an evaluation (by when it was written), or None."""
+    """The newest published zoo table with an evaluation (by when it was written), or None; read once a process
+    (every published estimate reads it, and a report accounts many records). Shared: read it, never change it."""
     found = []
     for path in sorted(results.glob("zoo-*/zoo.json")):
         try:
@@ -48,7 +51,7 @@ def published_zoo(results: Path = RESULTS) -> dict | None:
             found.append((data.get("written_at", ""), str(path.parent.relative_to(results.parent)), data))
     if not found:
         return None
-    written, folder, data = max(found)
+    _, folder, data = max(found)
     return data | {"folder": folder}
 
 
