@@ -291,7 +291,8 @@ def _zoo(args: argparse.Namespace) -> int:
         raise SpecError(f"not a zoo net: {', '.join(sorted(set(nets + trained) - known))} (docs/models.md lists "
                         f"them)")
     out = zoo.run_zoo(Path(args.out) if args.out else None, Path(args.work) if args.work else None, sources, nets,
-                      args.frameworks, [] if args.no_train else args.train_frameworks, trained)
+                      args.frameworks, [] if args.no_train else args.train_frameworks, trained,
+                      Path(args.seed) if args.seed else None)
     print(f"python -m suites zoo: wrote {out / 'zoo.md'}")
     return 0
 
@@ -526,6 +527,8 @@ def parser() -> argparse.ArgumentParser:
     zoo.add_argument("--out", help="the folder (default: results/zoo-<commit>/)")
     zoo.add_argument("--work", help="where the built model files stay, so a second call rebuilds nothing (default: "
                                     "results/local/zoo/)")
+    zoo.add_argument("--seed", help="an earlier table's folder: its training records are kept, only the rest are "
+                                    "measured (another machine goes on where it stopped)")
     zoo.set_defaults(action=_zoo)
 
     versus = commands.add_parser("compare", help="two runs by scenario and phase: exit 1 if a peak grew")

@@ -55,6 +55,16 @@ def test_a_keras_net_is_built_imported_checked_and_trained_into_the_table(tmp_pa
     assert "zoo: checking the outputs of 0 (1 checked before, the same file and spec)" in again.stdout
     data = json.loads((tmp_path / "again" / "zoo.json").read_text())
     assert data["rows"][0]["train"] == row["train"] and sum(data["train"]["records_by_commit"].values()) == 1
+    # another machine, without the work folder: the published table's records are taken back for the rebuilt file
+    kept = json.loads((tmp_path / "table" / "zoo-records.json").read_text())
+    assert [record["scenario"]["file"] for record in kept["records"]] == ["MobileNetV3Small.keras"]
+    assert "spec_json" not in kept["records"][0]["scenario"]
+    elsewhere = run_cli("zoo", *chosen, "--out", str(tmp_path / "elsewhere"), "--work", str(tmp_path / "fresh"),
+                        "--seed", str(tmp_path / "table"), timeout=900)
+    assert elsewhere.returncode == 0 and "training" not in elsewhere.stdout, elsewhere.stderr
+    assert f"zoo: 1 records taken from {tmp_path / 'table'}" in elsewhere.stdout
+    data = json.loads((tmp_path / "elsewhere" / "zoo.json").read_text())
+    assert data["rows"][0]["train"] == row["train"]
 
 
 def test_a_net_not_in_the_zoo_is_one_line() -> None:
@@ -62,6 +72,15 @@ def test_a_net_not_in_the_zoo_is_one_line() -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == ["python -m suites: error: not a zoo net: lenet (docs/models.md lists "
                                                 "them)"]
+
+
+def test_a_seed_that_is_no_zoo_table_is_one_line_before_anything_is_built(tmp_path: Path) -> None:
+    (tmp_path / "zoo-records.json").write_text(json.dumps({"kind": "footprint-run", "schema_version": 1}))
+    for folder, reason in ((tmp_path / "none", "cannot read zoo-records.json: No such file or directory"),
+                           (tmp_path, "zoo-records.json is not a footprint-zoo-records file of schema 1")):
+        done = run_cli("zoo", "--nets", "resnet18", "--seed", str(folder), "--work", str(tmp_path / "work"))
+        assert done.returncode == 2 and done.stdout == "" and not (tmp_path / "work").exists()
+        assert done.stderr.strip().splitlines() == [f"python -m suites: error: --seed {folder}: {reason}"]
 
 
 def test_every_zoo_net_is_in_one_family_and_the_catalogues_families_are_the_tuned_half() -> None:

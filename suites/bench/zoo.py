@@ -30,6 +30,7 @@ from models.record import atomic_write_json
 from models.scenario import Scenario
 from models.spec import ModelSpec, SpecError
 from suites.analysis import accounting, constants, depth, errors
+from suites.bench import zoo_records
 from suites.report.zoo_table import markdown
 from suites.run import environment, import_check
 from suites.run.orchestrator import run_scenario, worker_environment
@@ -231,9 +232,11 @@ def evaluation(evaluated: list[errors.Row], nets: list[str]) -> dict:
 
 
 def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
-            train_frameworks: list[str], train_only: list[str]) -> Path:
+            train_frameworks: list[str], train_only: list[str], seed: Path | None = None) -> Path:
     """Builds (into `work`), imports, checks and trains every net asked for (`train_only`: only those are
-    trained), writing the table after each step; returns its folder."""
+    trained; `seed`: an earlier table's folder whose records are taken before training), writing the table after
+    each step; returns its folder."""
+    seeded = zoo_records.read(seed) if seed else []
     out = out or ROOT / "results" / f"zoo-{_short_commit()}"
     work = work or ROOT / "results" / "local" / "zoo"
     out.mkdir(parents=True, exist_ok=True)
@@ -268,6 +271,8 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
                 "rows": [asdict(row) | {"half": zoo_split.half_of(row.name)} for row in rows.values()]}
         atomic_write_json(out / "zoo.json", data)
         (out / "zoo.md").write_text(markdown(data))
+        if used:
+            zoo_records.write(out, used)
 
     print(f"zoo: {len(files)} of {len(rows)} nets imported", flush=True)
     _check(rows, files, specs, check_frameworks, work)
@@ -277,6 +282,8 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
         scenarios = {(name, framework): Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH,
                                                         device="cpu")
                      for name, path in files.items() for framework in train_frameworks}
+        if seeded:
+            print(f"zoo: {zoo_records.take(run, scenarios.values(), seeded)} records taken from {seed}", flush=True)
         _train(rows, scenarios, run, train_only, written)
         run.finish()
     return out
