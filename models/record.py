@@ -81,6 +81,77 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:500]
 
 
+def load_json(path: str | Path) -> object:
+    """A JSON file's data. JSON nested deeper than Python's parser recurses is a ValueError, as any other JSON that
+    cannot be read, not the RecursionError no reader expects from bad input."""
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("its JSON is nested too deeply to read") from None
+
+
+def json_kind(value: object) -> str:
+    """A JSON value's kind in words, for a line saying what a file holds instead of what was expected."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+# What every reader takes for granted in a record beside its scenario and status: these fields are objects where
+# present (`failure` may be null), and its phases hold what the figures read (`phases_fault`).
+RECORD_OBJECTS = ("model", "framework", "allocator", "run", "nvml", "timeline", "worker", "estimate", "breakdown",
+                  "comparison", "floor")
+PHASE_VIEWS = ("host", "allocator")  # every phase's, read for each figure
+OPTIONAL_VIEWS = ("nvml", "tensors", "notes")
+COUNTER_VIEWS = ("host", "allocator", "nvml")  # where each object is a counter (`counter`)
+PHASE_TIMES = ("seconds", "started_at", "ended_at")
+
+
+def shape_fault(record: dict) -> str | None:
+    """What in a record its readers could not read (a field of the wrong kind, a malformed phase), in a few words,
+    or None: the one check of a record's shape, for the worker's record the orchestrator reads and for every record a
+    run file or its store holds, so a record no figure can be read from is refused where it is read, never merged."""
+    wrong = [field for field in RECORD_OBJECTS if field in record and not isinstance(record[field], dict)]
+    if record.get("failure") is not None and not isinstance(record["failure"], dict):
+        wrong.append("failure")
+    if wrong:
+        return f"its {', '.join(wrong)} {'is' if len(wrong) == 1 else 'are'} not an object"
+    phases = record.get("phases")
+    if not isinstance(phases, list):
+        return f"its phases are {json_kind(phases)}, not a list"
+    for index, measured in enumerate(phases):
+        fault = _phase_fault(measured)
+        if fault:
+            return f"its phase {index + 1} {fault}"
+    return None
+
+
+def _phase_fault(measured: object) -> str | None:
+    if not isinstance(measured, dict):
+        return f"is {json_kind(measured)}, not an object"
+    if not isinstance(measured.get("name"), str):
+        return "has no name"
+    views = [view for view in (*PHASE_VIEWS, *OPTIONAL_VIEWS) if view in PHASE_VIEWS or view in measured]
+    wrong = [view for view in views if not isinstance(measured.get(view), dict)]
+    wrong += [name for name in PHASE_TIMES if not _is_number(measured.get(name))]
+    if not wrong:  # each counter of its views, the host's peak among them
+        counters = {f"{view}.{name}": value for view in COUNTER_VIEWS for name, value in measured.get(view, {}).items()
+                    if isinstance(value, dict)}
+        counters.setdefault("host.peak_rss", measured["host"].get("peak_rss"))
+        wrong = [name for name, value in counters.items() if not _is_counter(value)]
+    return f"({measured['name']!r}) has no valid {', '.join(wrong)}" if wrong else None
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_counter(value: object) -> bool:
+    """`counter`'s shape: a whole number of bytes and what the figure means."""
+    return (isinstance(value, dict) and isinstance(value.get("bytes"), int) and not isinstance(value["bytes"], bool)
+            and isinstance(value.get("semantics"), str))
+
+
 def phase(record: dict, name: str) -> dict | None:
     """The named phase of a record, or None when the scenario never reached it."""
     return next((p for p in record.get("phases", []) if p["name"] == name), None)

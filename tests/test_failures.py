@@ -114,7 +114,9 @@ def test_a_sigkill_is_oom_only_where_the_kernel_counted_an_out_of_memory_kill(tm
 
 @pytest.mark.parametrize("content, reason", [
     ("[1, 2]", "the worker's record is a JSON list, not an object"),
-    ('{"status": "ok", "scenario": {}, "phases": "all"}', "the worker's record has no valid phases"),
+    ('{"status": "ok", "scenario": {}, "phases": "all"}', "the worker's record: its phases are a string, not a list"),
+    ('{"status": "ok", "scenario": {}, "phases": [{"name": "build"}]}',
+     "the worker's record: its phase 1 ('build') has no valid host, allocator, seconds, started_at, ended_at"),
     ('{"status": 3, "scenario": {}, "phases": []}', "the worker's record has no valid status"),
 ])
 def test_a_record_of_the_wrong_shape_is_crashed_with_the_reason(content: str, reason: str, tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """The fault matrix: the real orchestrator on the CPU against each fault, and the same honest ending on every path.
 
-Each row runs the command line as a user would (`python -m suites ...`, its own TMPDIR) with the probe net, injects
+Each row runs the command line as a user would (`python -m suites ...`, its own TMPDIR) with the probe net (or, where
+that tells the same faster, the command line's own `main` or the run file's own writer in this process), injects
 one fault and checks what the suite records: the status and phase, the exit code, `complete` and `missing`, and that
 no worker process and no `footprint-*` temporary folder is left. `FAULTS` is also docs/faults.md's table of faults
 (`table()`; a test keeps the two in step). Worker faults are injected by the worker itself on request
@@ -17,6 +18,8 @@ On the CPU a device row that is exactly a row of `FAULTS` is skipped (it runs th
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -36,6 +39,7 @@ import pytest
 from frameworks.worker import AUTOTUNER_GOES_ON_S
 from models.record import TEMPORARY
 from models.scenario import PHASES
+from suites.__main__ import main
 from suites.analysis.fit import EXIT_CODES
 from suites.run import runfile
 from suites.run.orchestrator import ALLOCATOR_GRACE_S, POLL_S
@@ -617,6 +621,83 @@ def absurd_sizes(base: Path) -> None:
         assert not list(ending.tmp.glob("footprint-*")), command
 
 
+def _published_record(framework: str, model: str, kind: str) -> dict:
+    return next(record for record in json.loads(PUBLISHED_CPU.read_text())["records"] if (
+        record["scenario"]["framework"], record["scenario"]["model"], record["scenario"]["kind"]) == (
+        framework, model, kind))
+
+
+# what a reader of a record's phases trips on: phases that are no list, a phase that is no object, one without its
+# host view, a counter whose bytes are text; and JSON nested deeper than Python's parser recurses
+NESTED_TOO_DEEPLY = "[" * 100_000 + "]" * 100_000
+
+
+def _malformed(record: dict) -> dict[str, str]:
+    first = record["phases"][0]
+    return {"phases-text.json": json.dumps(record | {"phases": "all"}),
+            "phase-number.json": json.dumps(record | {"phases": [1]}),
+            "no-host.json": json.dumps(record | {"phases": [{key: value for key, value in first.items()
+                                                             if key != "host"}]}),
+            "bytes-text.json": json.dumps(record | {"phases": [first | {"allocator": {"allocated_peak": {
+                "bytes": "12", "semantics": "reset"}}}]}),
+            "nested.json": NESTED_TOO_DEEPLY}
+
+
+def malformed_records_in_the_store(base: Path) -> None:
+    """Beside a record the store holds its malformed twins (the same scenario: merged, one would replace it) and a
+    file nested deeper than Python's parser recurses. The bench's start (RunFile, as `bench --resume` begins) moves
+    each to the quarantine with a line, where the twins were merged (the bench crashed after measuring, and every
+    later report) and the nested file crashed every bench before it began; the run file holds the good record."""
+    path = base / "results" / "default-cpu.json"
+    good = _published_record("torch", "probe", "train")
+    runfile.carry(path, [good])
+    bad = _malformed(good)
+    for name, text in bad.items():
+        (runfile.store_of(path) / name).write_text(text)
+    with contextlib.redirect_stderr(io.StringIO()) as said:
+        runfile.RunFile("default", "cpu", path).finish()
+    warned = said.getvalue().splitlines()
+    assert len(warned) == len(bad) and all("is not a record" in line for line in warned), warned
+    assert sorted(path.name for path in (path.parent / "default-cpu.json.quarantine").iterdir()) == sorted(bad)
+    assert runfile.load(path)["records"] == [runfile.read_record(good)]
+
+
+def _in_process(args: list[str]) -> tuple[int, str]:
+    """`python -m suites ARGS` in this process (the command line's own `main`): its exit code and all it printed."""
+    with contextlib.redirect_stdout(io.StringIO()) as printed, contextlib.redirect_stderr(printed):
+        code = main(args)
+    return code, printed.getvalue()
+
+
+def every_reader_of_a_malformed_run_file(base: Path) -> None:
+    """A run file nested deeper than Python's parser recurses, and one whose record has no host view in its phase
+    (the check of a record's shape is one, shared: `malformed_records_in_the_store` tries its other ways), to every
+    reader of run files: one line, exit 2, where each was a traceback and exit 1, which for `compare` reads as its
+    FAIL. The readers in this process (the command line's `main`), `bench --resume` as a command (refused before its
+    suite: it starts nothing)."""
+    header = {key: value for key, value in json.loads(PUBLISHED_CPU.read_text()).items() if key != "records"}
+    malformed = _malformed(_published_record("torch", "probe", "train"))
+    files = {"nested": malformed["nested.json"],
+             "phases": json.dumps(header | {"records": [json.loads(malformed["no-host.json"])]})}
+    for name, text in files.items():  # each in a folder of its own, as its bench's run file
+        (base / name).mkdir()
+        (base / name / "default-cpu.json").write_text(text)
+    for name in files:
+        path = str(base / name / "default-cpu.json")
+        for args in (["report", path], ["compare", path, str(PUBLISHED_CPU)], ["compare", str(PUBLISHED_CPU), path],
+                     ["errors", path], ["constants", path],
+                     ["estimate", "--model", "probe", "--device", "cpu", "--constants", path]):
+            code, printed = _in_process(args)
+            assert code == 2 and printed.count("\n") == 1 and path in printed, (args, printed)
+    with ThreadPoolExecutor(len(files)) as pool:
+        endings = list(pool.map(lambda name: run(base, [*BENCH, "--resume"], {"FOOTPRINT_RESULTS": str(base / name)}),
+                                files))
+    for ending in endings:
+        assert ending.code == 2 and ending.output.count("\n") == 1 and "cannot be read" in ending.output, ending.output
+        assert not ending.workers
+    assert [(base / name / "default-cpu.json").read_text() for name in files] == list(files.values())
+
+
 @dataclass(frozen=True)
 class Fault:
     name: str
@@ -689,6 +770,12 @@ FAULTS = (
           "(it was quadratic: 8 s at 2,000 layers, 100,000 did not end in 600 s)", estimate_of_a_deep_chain),
     Fault("`--batch 10**400` (estimate and run) and a spec with absurd sizes (10**400 units, a 10**30-value input)",
           "refused, one line naming the bound (2**31 - 1), exit 2; no worker started", absurd_sizes),
+    Fault("records with malformed phases (not a list, a phase not an object, no host view, bytes as text) and a "
+          "file nested too deeply for Python's parser, in the resume store", "each moved to `<run file>.quarantine/` "
+          "with a one-line warning, never merged; the run file holds the good record", malformed_records_in_the_store),
+    Fault("a run file nested too deeply for Python's parser, or with a record's phases malformed, to report, compare "
+          "(either side), errors, constants, estimate --constants and bench --resume", "one line each, exit 2 (never "
+          "1, compare's FAIL); nothing written", every_reader_of_a_malformed_run_file),
 )
 
 

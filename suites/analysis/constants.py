@@ -13,13 +13,12 @@ with which versions they were measured, and always labelled as measured.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from models import allocator_modes
 from models.estimate import HOST_ONLY, Estimate, estimate
-from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json
+from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json, load_json
 from models.scenario import Scenario
 from suites.analysis import depth, figures, margins
 from suites.run import runfile
@@ -204,7 +203,7 @@ def load(resolved_device: str, source: Path | None = None, with_depth: bool = Tr
     published = source is None or source.resolve() == path(resolved_device).resolve()
     source = source or path(resolved_device)
     try:
-        data = json.loads(source.read_text())
+        data = load_json(source)
     except (OSError, ValueError):
         return None
     if isinstance(data, dict) and (data.get("kind"), data.get("schema_version")) == (KIND, SCHEMA_VERSION):

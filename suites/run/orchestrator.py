@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from models.protocol import COMPILE_CACHE_VARIABLE, HELPER_PREFIX, write_scenario
-from models.record import STATUSES, alive
+from models.record import STATUSES, alive, shape_fault
 from models.scenario import Scenario
 from suites.run import device, environment, interrupts, known, nvml, oom_kills
 from suites.run.registry import ROOT, interpreter
@@ -105,11 +105,11 @@ def _shape_fault(record: object) -> str | None:
     """What is wrong with a worker's record that the orchestrator could not read on, or None."""
     if not isinstance(record, dict):
         return f"the worker's record is a JSON {type(record).__name__}, not an object"
-    expected = {"status": str, "scenario": dict, "phases": list}
-    wrong = [key for key, kind in expected.items() if not isinstance(record.get(key), kind)]
-    if wrong or not all(isinstance(p, dict) and isinstance(p.get("name"), str) for p in record["phases"]):
-        return f"the worker's record has no valid {', '.join(wrong) or 'phases'}"
-    return None
+    wrong = [key for key, kind in {"status": str, "scenario": dict}.items() if not isinstance(record.get(key), kind)]
+    if wrong:
+        return f"the worker's record has no valid {', '.join(wrong)}"
+    fault = shape_fault(record)
+    return f"the worker's record: {fault}" if fault else None
 
 
 def _read_record(path: Path, scenario: Scenario) -> tuple[dict, str | None]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from models import backends
-from models.record import SCHEMA_VERSION, STATUSES, atomic_write_json
+from models.record import SCHEMA_VERSION, STATUSES, atomic_write_json, json_kind, load_json, shape_fault
 from models.scenario import Scenario
 from suites.run import device, environment
 from suites.run.registry import ROOT, SetupError, frameworks
@@ -221,16 +221,13 @@ class RunFileError(ValueError):
     """Why a file is not a run file (or a record not one a run file may hold), in one line."""
 
 
-def _json_kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string", type(None): "null"}.get(type(value), "a number")
-
-
 def read_record(record: object) -> dict:
     """A scenario's record as a run file holds it (older records' missing fields from their scenario, frameworks
     under their current names), or RunFileError saying why it is not one: not an object, no scenario this code can
-    read, another schema or a status that is none of STATUSES."""
+    read, another schema, a status that is none of STATUSES, or a shape its readers cannot read (`shape_fault`:
+    its phases, say)."""
     if not isinstance(record, dict):
-        raise RunFileError(f"a record is {_json_kind(record)}, not an object")
+        raise RunFileError(f"a record is {json_kind(record)}, not an object")
     if not isinstance(record.get("scenario"), dict):
         raise RunFileError("a record has no scenario")
     try:
@@ -243,6 +240,10 @@ def read_record(record: object) -> dict:
         raise RunFileError(f"a record of schema {record['schema_version']!r}; this code reads {SCHEMA_VERSION}")
     if record["status"] not in STATUSES:
         raise RunFileError(f"a record's status is {record['status']!r}, none of {', '.join(STATUSES)}")
+    fault = shape_fault(record)
+    if fault:
+        raise RunFileError(f"a record of {record['scenario'].get('framework')} {record['scenario'].get('model')}: "
+                           f"{fault}")
     return record
 
 
@@ -250,7 +251,7 @@ def read_run(data: object) -> dict:
     """The run file's data checked for what every reader takes for granted (RunFileError, in one line, where it is
     not a run file), with frameworks under their current names (models.backends)."""
     if not isinstance(data, dict):
-        raise RunFileError(f"it is {_json_kind(data)}, not an object")
+        raise RunFileError(f"it is {json_kind(data)}, not an object")
     if data.get("kind") != KIND:
         raise RunFileError(f"its kind is {data.get('kind')!r}, not {KIND!r}")
     if data.get("schema_version") != SCHEMA_VERSION:
@@ -270,8 +271,9 @@ def read_run(data: object) -> dict:
 
 
 def load(path: Path) -> dict:
-    """A run file or a record file (`read`): OSError where it cannot be read, ValueError where it is neither."""
-    return read(json.loads(Path(path).read_text()))
+    """A run file or a record file (`read`): OSError where it cannot be read, ValueError where it is neither (JSON
+    nested too deeply to read among them)."""
+    return read(load_json(path))
 
 
 def read(data: object) -> dict:
@@ -318,7 +320,7 @@ def stored_records(path: Path) -> dict[str, dict]:
     records = {}
     for stored in sorted(store.glob("*.json")):
         try:
-            record = read_record(json.loads(stored.read_text()))
+            record = read_record(load_json(stored))
         except (OSError, ValueError) as error:
             quarantine.mkdir(exist_ok=True)
             os.replace(stored, quarantine / stored.name)
@@ -371,7 +373,7 @@ def set_aside(path: Path) -> list[Path]:
 def refuse_run_file(path: Path) -> None:
     """SetupError where `path` holds a run file: the one record or answer `--out` writes would replace its records."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = load_json(path)
     except (OSError, ValueError):
         return
     if isinstance(data, dict) and data.get("kind") == KIND:
