@@ -309,6 +309,10 @@ def _compare(args: argparse.Namespace) -> int:
     """The gate: exit 1 where a gated figure grew or nothing was gated, 2 on bad input (nothing written)."""
     from suites.analysis import compare
 
+    if args.store_spread:  # held from before they are read until the spread is stored: no bench writes meanwhile
+        for path in (args.base, args.new):
+            if Path(path).is_file():  # one that is not is refused below, with nothing made for it
+                runfile.lock(Path(path))
     runs = [_run_file(path) for path in (args.base, args.new, *([args.repeat] if args.repeat else []))]
     if not 0 <= args.threshold < math.inf:
         raise SpecError(f"--threshold must be a percentage of zero or more, got {args.threshold:g}")
@@ -331,8 +335,6 @@ def _compare(args: argparse.Namespace) -> int:
         if not by:  # an empty spread would replace whatever spread the files had
             raise SpecError(f"--store-spread: {args.base} and {args.new} have no figure in common to measure a "
                             f"spread from ({compare.nothing_gated(*runs[:2])})")
-        for path in (args.base, args.new):
-            runfile.writable(Path(path))
         for path, other in ((args.base, args.new), (args.new, args.base)):
             compare.store_spread(Path(path), Path(other), by)
             print(f"stored the run-to-run spread in {path} ({compare.SPREAD_FIELD})")

@@ -40,6 +40,7 @@ from frameworks.worker import AUTOTUNER_GOES_ON_S
 from models.record import TEMPORARY
 from models.scenario import PHASES
 from suites.__main__ import main
+from suites.analysis.compare import SPREAD_FIELD
 from suites.analysis.fit import EXIT_CODES
 from suites.run import runfile
 from suites.run.orchestrator import ALLOCATOR_GRACE_S, POLL_S
@@ -698,6 +699,24 @@ def every_reader_of_a_malformed_run_file(base: Path) -> None:
     assert [(base / name / "default-cpu.json").read_text() for name in files] == list(files.values())
 
 
+def stored_spread_kept(base: Path) -> None:
+    """The spread `compare --store-spread` stored (the published CPU run's) is the run's, not the bench's: the bench's
+    own run file (RunFile, begun and finished, as `bench --resume` with nothing left to run does) keeps it, where its
+    every write dropped it and compare then gated without it. And `--store-spread` takes the run file's lock: while a
+    bench holds it (RunFile here, in this process) it is refused in one line, the file untouched, where the two wrote
+    over each other."""
+    path = base / "results" / "default-cpu.json"
+    path.parent.mkdir()
+    shutil.copy(PUBLISHED_CPU, path)
+    stored = runfile.load(PUBLISHED_CPU)[SPREAD_FIELD]
+    runfile.RunFile("default", "cpu", path).finish()
+    assert runfile.load(path)[SPREAD_FIELD] == stored
+    written = path.read_bytes()
+    ending = run(base, ["compare", str(path), str(PUBLISHED_CPU), "--store-spread"])
+    assert ending.code == 2 and ending.output.count("\n") == 1, ending.output
+    assert "default-cpu.json is being written by another run (pid" in ending.output and path.read_bytes() == written
+
+
 @dataclass(frozen=True)
 class Fault:
     name: str
@@ -776,6 +795,9 @@ FAULTS = (
     Fault("a run file nested too deeply for Python's parser, or with a record's phases malformed, to report, compare "
           "(either side), errors, constants, estimate --constants and bench --resume", "one line each, exit 2 (never "
           "1, compare's FAIL); nothing written", every_reader_of_a_malformed_run_file),
+    Fault("a bench writing a run file that stores a spread (`compare --store-spread`); `--store-spread` on a run "
+          "file a bench is writing", "the spread kept (the bench keeps what it does not own); `--store-spread` "
+          "refused, one line, exit 2, the file untouched (it takes the run file's lock)", stored_spread_kept),
 )
 
 

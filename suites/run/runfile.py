@@ -35,8 +35,9 @@ from suites.run.registry import ROOT, SetupError, frameworks
 RESULTS = Path(os.environ.get("FOOTPRINT_RESULTS") or ROOT / "results" / "local")
 KIND = "footprint.run"
 RECORD_SUITE = "run"  # the suite a record file (`run --out`) reads as: a run of its one record
-# what a command stores in a file it reads, which belongs to the run even in a record file: compare --store-spread's
-# spread (suites/analysis/compare.py SPREAD_FIELD; run/ imports nothing from analysis/)
+# what a command stores in a file it reads, which belongs to the run even in a record file, and which a bench writing
+# the run file again keeps: compare --store-spread's spread (suites/analysis/compare.py SPREAD_FIELD; run/ imports
+# nothing from analysis/)
 RUN_FIELDS = ("repeat_spread",)
 _LOCKS: dict[Path, IO] = {}  # the run files this process holds, so the bench command and pytest share one lock
 
@@ -142,7 +143,7 @@ class RunFile:
             "machine": environment.machine(),
             "frameworks_known": frameworks(),
             "records": [],
-        }
+        } | {field: earlier[field] for field in RUN_FIELDS if field in earlier}  # what other commands stored in it
 
     def has_fit(self, key: str) -> bool:
         """Whether the fit question with this identity (`fit_identity`) has an answer (what `resume` skips)."""
