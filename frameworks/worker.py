@@ -24,7 +24,6 @@ taken before the run (`RecordReserve`), and before any cleanup: where memory ran
 from __future__ import annotations
 
 import argparse
-import ctypes
 import importlib
 import json
 import mmap
@@ -45,7 +44,14 @@ from frameworks.adapter import Adapter
 from frameworks.host_memory import HostMemory
 from frameworks.rss_sampler import RssSampler
 from models.catalogue import load_model
-from models.protocol import COMPILE_CACHE_VARIABLE, HELPER_PREFIX, MARK_VARIABLE, programs_key, write_scenario
+from models.protocol import (
+    COMPILE_CACHE_VARIABLE,
+    HELPER_PREFIX,
+    MARK_VARIABLE,
+    end_with_parent,
+    programs_key,
+    write_scenario,
+)
 from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
@@ -53,7 +59,6 @@ CALIBRATION_HOLD_S = 0.5
 # NVML's reading of a new CUDA context trails it: in the H100 run at ec3adfa, 3 of 16 probes ended a 0.1-0.3 s
 # context phase at 32-104 MiB and NVML showed the other ~420 MiB within the next 20 ms, in their build phase
 CONTEXT_SETTLE_S = 1.0
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # The `allocator-warning` fault's line, word for word: XLA's autotuner asking for scratch it may be refused, as the
 # compile helper of the fit's jax keras200m probe logged it on the H100 at c3d4247 (a warning, not an error)
 AUTOTUNER_WARNING = ("W1124 08:36:33.305511    1228 bfc_allocator.cc:371] Allocator (GPU_0_bfc) ran out of memory "
@@ -523,9 +528,7 @@ def train_steps(scenario: Scenario) -> list[dict]:
 def die_with_parent() -> None:
     """Asks the kernel to kill this process when the process that started it ends (Linux), so no worker outlives
     an orchestrator that was killed outright; one whose parent already ended stops here."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the orchestrator's process-group kill still applies
+    if not end_with_parent(signal.SIGKILL):  # not Linux: the orchestrator's process-group kill still applies
         return
     if os.getppid() == 1:  # it ended before the request: the kernel will not send the signal
         sys.exit("footprint worker: the process that started it has ended")

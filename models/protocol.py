@@ -3,6 +3,7 @@ import it, and neither imports the other (the orchestrator never imports a frame
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 from pathlib import Path
@@ -40,3 +41,15 @@ def programs_key(scenario: dict, helper_settings: dict[str, str]) -> str:
     settings = {name: value for name, value in scenario.items() if name != "allocator"}
     text = json.dumps([settings, helper_settings], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# Linux's prctl, looked up once here: a child asks for its parent-death signal between fork and exec (`subprocess`'s
+# preexec_fn), where loading a library could deadlock
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+
+
+def end_with_parent(sent: int) -> bool:
+    """Asks the kernel to send `sent` to this process when the thread that started it ends, even by SIGKILL, so a
+    worker (or a check's bench) never outlives the process that waits on it. False where it cannot (not Linux)."""
+    return _PRCTL is not None and _PRCTL(PR_SET_PDEATHSIG, sent) == 0

@@ -271,6 +271,8 @@ def _check(args: argparse.Namespace) -> int:
     if missing:
         raise SetupError(missing)
     target = Path(args.out) if args.out else check.folder(resolved, args.quick)
+    if target.exists() and not target.is_dir():
+        raise SpecError(f"--out {args.out}: a file, not a folder")
     wheels = Path(args.wheels) if args.wheels else None
     if wheels and not wheels.is_dir():
         raise SpecError(f"--wheels {args.wheels}: no such folder")

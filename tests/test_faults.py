@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +42,10 @@ from models.scenario import PHASES
 from suites.__main__ import main
 from suites.analysis.compare import SPREAD_FIELD
 from suites.analysis.fit import EXIT_CODES
+from suites.bench import check
 from suites.run import runfile
 from suites.run.orchestrator import ALLOCATOR_GRACE_S, POLL_S
+from suites.run.pieces import STATE
 from suites.run.registry import ROOT
 from tests.conftest import gone
 
@@ -470,9 +472,9 @@ def full_disk(base: Path) -> None:
         subprocess.run(["umount", str(disk)], check=True)
 
 
-def read_only_output(base: Path) -> None:
-    """A folder the user cannot write: mode 0500, or for root (who writes anyway) a read-only tmpfs."""
-    folder = base / "results"
+@contextlib.contextmanager
+def _read_only(folder: Path) -> Iterator[None]:
+    """A folder (made here) the user cannot write: mode 0500, or for root (who writes anyway) a read-only tmpfs."""
     folder.mkdir()
     root = os.geteuid() == 0
     if not root:
@@ -481,12 +483,17 @@ def read_only_output(base: Path) -> None:
                         capture_output=True).returncode:
         pytest.skip("root writes into any folder, and mounting a read-only tmpfs was refused here")
     try:
-        ending = run(base, BENCH)
+        yield
     finally:
         if root:
             subprocess.run(["umount", str(folder)], check=True)
         else:
             folder.chmod(0o700)
+
+
+def read_only_output(base: Path) -> None:
+    with _read_only(base / "results"):
+        ending = run(base, BENCH)
     assert ending.code == 2 and ending.output.count("\n") == 1 and "cannot write" in ending.output
     _clean(ending)
 
@@ -717,6 +724,83 @@ def stored_spread_kept(base: Path) -> None:
     assert "default-cpu.json is being written by another run (pid" in ending.output and path.read_bytes() == written
 
 
+def _check(base: Path, out: Path, *args: str, extra: dict[str, str] | None = None,
+           interrupt: Callable[[subprocess.Popen, Path], bool] | None = None, send: int = signal.SIGTERM) -> Ending:
+    """`check`'s small form on the CPU into `out` (its default piece only: the others are skipped alike)."""
+    return run(base, ["check", "--device", "cpu", "--quick", "--pieces", "default", "--out", str(out), *args], extra,
+               interrupt, send)
+
+
+def check_killed_and_refused(base: Path) -> None:
+    """SIGKILL of `check` inside its default piece, whose workers hang in their first phase: its bench ends with it
+    (it stops as at the limit, keeping what it has), where it lived on holding its run file's lock until its next
+    write, and check.json lists the call, with the piece it was in, where it lost it. A piece whose run file another
+    run holds (this process, as that bench did) is still to run, stopped, where its bench was refused and the piece
+    recorded as ended for good; and a second check on the folder is refused in one line, where the two wrote over
+    each other's check.json."""
+    out = base / "check"
+    descendants: list[psutil.Process] = []
+
+    def in_the_piece(command: subprocess.Popen, tmp: Path) -> bool:
+        descendants[:] = psutil.Process(command.pid).children(recursive=True)
+        return _in_phase(tmp, "import") > 0
+
+    killed = _check(base, out, extra={"FOOTPRINT_FAULT": "import:hang"}, interrupt=in_the_piece, send=signal.SIGKILL)
+    assert killed.code == -signal.SIGKILL and any("suites" in " ".join(p.cmdline()) for p in descendants), killed.output
+    deadline = time.monotonic() + 60  # the bench's SIGTERM at its check's death: what it then does, a bound on a hang
+    while not gone(descendants) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gone(descendants), descendants
+    state = json.loads((out / STATE).read_text())
+    assert [call["ran"] for call in state["calls"]] == [["default"]], state["calls"]
+
+    runfile.lock(out / "default-cpu.json")
+    held = _check(base, out, "--limit", "2")
+    state = json.loads((out / STATE).read_text())
+    assert held.code == 3 and "default: not started while its run file was being written by another run (pid" in \
+        held.output, held.output[-2000:]
+    assert state["pieces"]["default"]["status"] == "stopped" and len(state["calls"]) == 2, state
+    runfile.lock(out / STATE)
+    refused = _check(base, out)
+    assert refused.code == 2 and refused.output.count("\n") == 1, refused.output
+    assert "check.json is being written by another run (pid" in refused.output
+    assert json.loads((out / STATE).read_text()) == state
+
+
+def check_on_a_bad_folder(base: Path) -> None:
+    """`check --out` a read-only folder, a file, or a folder whose check.json is invalid, cut in half or of the wrong
+    kinds; and a full disk, a FAKE: ENOSPC from the write that makes each of the check's files (models.record's
+    atomic_write), in the command line's own `main`. One line and exit 2 each, where each was a traceback; a
+    check.json it cannot read is set aside, kept whole, never written over."""
+    state = check.load_state(base / "unused", "cpu", True, 60) | {"calls": [{"started_at": "then", "ran": []}]}
+    contents = {"invalid": "{not json", "cut": json.dumps(state)[:200], "list": "[]",
+                "status": json.dumps(state | {"pieces": {"default": {"status": 5, "seconds": 0, "calls": 0}}})}
+    for name, text in contents.items():
+        (base / name).mkdir()
+        (base / name / STATE).write_text(text)
+    (base / "file").write_text("kept")
+    with _read_only(base / "read-only"), ThreadPoolExecutor(4) as pool:
+        endings = dict(zip(["read-only", "file", *contents], pool.map(
+            lambda name: _check(base, base / name), ["read-only", "file", *contents]), strict=True))
+    for name, ending in endings.items():
+        assert ending.code == 2 and ending.output.count("\n") == 1 and not ending.workers, (name, ending.output)
+    assert "cannot write" in endings["read-only"].output and "a file, not a folder" in endings["file"].output
+    assert (base / "file").read_text() == "kept"
+    for name, text in contents.items():
+        kept = list((base / name).glob("check.before-*.json"))
+        assert f"set aside as {kept[0].name}" in endings[name].output and kept[0].read_text() == text, name
+        assert sorted(path.name for path in (base / name).iterdir()) == [kept[0].name], name
+    full = base / "full"
+    fake = ("import errno, os, sys; from models import record; from suites.__main__ import main\n"
+            "def full(path, write): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))\n"
+            "record.atomic_write = full; sys.exit(main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", fake, "check", "--device", "cpu", "--quick", "--out", str(full)],
+                          cwd=ROOT, capture_output=True, text=True, env=_environment(base, {}))
+    assert done.returncode == 2 and not done.stdout and done.stderr.count("\n") == 1, done.stdout + done.stderr
+    assert f"cannot write {full / STATE}: No space left on device" in done.stderr
+    assert list(full.iterdir()) == []  # nothing written, no lock left
+
+
 @dataclass(frozen=True)
 class Fault:
     name: str
@@ -798,6 +882,14 @@ FAULTS = (
     Fault("a bench writing a run file that stores a spread (`compare --store-spread`); `--store-spread` on a run "
           "file a bench is writing", "the spread kept (the bench keeps what it does not own); `--store-spread` "
           "refused, one line, exit 2, the file untouched (it takes the run file's lock)", stored_spread_kept),
+    Fault("SIGKILL of `check` inside a piece; the piece's run file held by another run; a second check on the "
+          "folder", "its bench ends with it and check.json lists the killed call; the piece `stopped`, still to run "
+          "(exit 3), never `ended`; the second check refused, one line, exit 2, check.json untouched",
+          check_killed_and_refused),
+    Fault("`check --out` a read-only folder, a file, a folder whose check.json is invalid, cut in half or of the "
+          "wrong kinds; a full disk (a FAKE: ENOSPC from the write of each of its files)", "one line, exit 2, nothing "
+          "written; a check.json it cannot read set aside whole (`check.before-<time>.json`), never written over",
+          check_on_a_bad_folder),
 )
 
 

@@ -17,7 +17,7 @@ from suites.run.registry import ROOT
 PAGE = "README.md"
 COMPARED = "compare.txt"
 GOAL_S = {"cuda": 300}  # the default suite's time a GPU box should take (issue: five minutes)
-STATUS_WORDS = {"done": "done", "ended": "ended with exit {exit_code}", "stopped": "stopped at the limit: run again",
+STATUS_WORDS = {"done": "done", "ended": "ended with exit {exit_code}", "stopped": "stopped {why}: run again",
                 "not run": "not run yet", "skipped": "skipped: {why}"}
 
 

@@ -16,6 +16,9 @@ import re
 from dataclasses import dataclass
 
 STATE = "check.json"  # the folder's state: each piece's status, seconds and calls
+# a piece's status there: not run yet, done (exit 0), ended (another exit: a result, not run again), stopped (at the
+# limit, by a stop, or its run file held by another run: run again next call), skipped (none of its frameworks here)
+PIECE_STATUSES = ("not run", "done", "ended", "stopped", "skipped")
 VENDOR_WORDS = {"nvidia", "geforce", "tesla", "quadro", "amd", "radeon"}
 DEFAULT_LIMIT_S = 540.0  # a call's seconds: 9 minutes, within a 10-minute call, with time to stop a piece and write
 QUICK_FRAMEWORKS = ("torch", "jax")  # the two the GPU rows of the fault matrix name; each family's raw framework

@@ -101,6 +101,21 @@ def lock(path: Path) -> None:
     _LOCKS[path] = handle
 
 
+def holder(path: Path) -> str | None:
+    """Who holds the run file's lock ("pid N"), or None where no process does: a look that makes no lock file and
+    leaves none held."""
+    path = Path(path).resolve()
+    try:
+        with open(path.with_name(f".{path.name}.lock")) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return handle.read().strip() or "another process"
+    except FileNotFoundError:
+        pass
+    return None
+
+
 def _unlock() -> None:
     """Removes this process's lock files while it still holds them (a process that opened one meanwhile finds it
     gone, and makes its own)."""
