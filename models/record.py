@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
 import re
+import stat
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -18,6 +20,8 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "oom", "timeout", "crashed", "killed", "error", "unavailable")
 RUNNING = "running"
 TEMPORARY = ".footprint-tmp"  # the suffix of atomic_write's temporaries, so a later write finds a killed writer's
+_FILE_KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
+               stat.S_IFSOCK: "a socket"}
 
 
 _NUMBERS = re.compile(r"\[\s*(-?[\d.eE+-]+(?:,\s*-?[\d.eE+-]+)*)\s*\]")
@@ -48,6 +52,17 @@ def _sweep_temporaries(path: Path) -> None:
         with contextlib.suppress(OSError):
             if match and not alive(int(match[1])) and entry.stat().st_uid == os.getuid():
                 entry.unlink()
+
+
+def regular_file(path: str | Path) -> os.stat_result:
+    """The status of a file a user named, which must be a regular one (or a link to one): checked before anything
+    reads it, as an OSError its reader already says in one line. A FIFO would hang the read, a device such as
+    /dev/zero feed it without end."""
+    found = os.stat(path)
+    if not stat.S_ISREG(found.st_mode):
+        kind = _FILE_KINDS.get(stat.S_IFMT(found.st_mode), "of another kind")
+        raise OSError(errno.EINVAL, f"not a regular file ({kind})")
+    return found
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
@@ -82,8 +97,10 @@ def one_line(error: BaseException) -> str:
 
 
 def load_json(path: str | Path) -> object:
-    """A JSON file's data. JSON nested deeper than Python's parser recurses is a ValueError, as any other JSON that
-    cannot be read, not the RecursionError no reader expects from bad input."""
+    """A JSON file's data: an OSError where it is no regular file (`regular_file`, before any read) or cannot be
+    read; JSON nested deeper than Python's parser recurses is a ValueError, as any other JSON that cannot be read,
+    not the RecursionError no reader expects from bad input."""
+    regular_file(path)
     text = Path(path).read_text()
     try:
         return json.loads(text)

@@ -24,6 +24,9 @@ INPUT = -1  # ... and its index among a layer's inputs
 # The largest size a spec may give (an axis, a count of units or filters, a window, a batch): the largest 32-bit index,
 # what JAX and many GPU kernels index with. Far beyond any net, it keeps the estimate's byte counts within a float's.
 MAX_SIZE = 2**31 - 1
+# The most bytes of JSON a spec or a Keras config is read from (a .keras file's config.json by its declared size):
+# keras.applications' largest, NASNetLarge's, is 1.0 MB; parsed, JSON takes several times its text in memory.
+MAX_CONFIG_BYTES = 64 * 2**20
 
 
 class SpecError(ValueError):
@@ -743,8 +746,6 @@ class ModelSpec:
             _positive(size, "input_shape entries")
         if len(self.input_shape) not in (1, 3):
             raise SpecError(f"input_shape must be (H, W, C) or (F,), got {self.input_shape}")
-        if any(isinstance(layer, Conv2D) for layer in self.layers):
-            _channels_last(self.input_shape)
         if not self.layers:
             raise SpecError("a spec needs at least one layer")
         if self.loss not in LOSSES:
@@ -985,13 +986,17 @@ def _layer_fields(layer: Layer) -> dict:
     return {f.name: getattr(layer, f.name) for f in fields(layer) if getattr(layer, f.name) != f.default}
 
 
-def _channels_last(shape: Shape) -> None:
-    """Images are height, width, channels; a channels-first [3, 32, 32] would otherwise run, silently, as a
-    3-pixel-high image of 32 channels. A first axis of 1, 3 or 4 (grey, RGB, RGBA) before a last one over 4 is
-    almost surely that."""
-    if len(shape) == 3 and shape[0] in (1, 3, 4) and shape[2] > 4:
+def written_channels_last(spec: ModelSpec) -> ModelSpec:
+    """`spec`, as a person wrote it (a JSON spec), where its image input is not channels-first. Images are height,
+    width, channels; a channels-first [3, 32, 32] would otherwise run, silently, as a 3-pixel-high image of 32
+    channels. A first axis of 1, 3 or 4 (grey, RGB, RGBA) before a last one over 4 is almost surely that, where a
+    person wrote it: an importer converts a file's own layout, so its (4, 4, 512) is what the file says."""
+    shape = spec.input_shape
+    if len(shape) == 3 and shape[0] in (1, 3, 4) and shape[2] > 4 and \
+            any(isinstance(layer, Conv2D) for layer in spec.layers):
         raise SpecError(f"input_shape is height, width, channels (channels last); {list(shape)} looks channels-first: "
                         f"give {[shape[1], shape[2], shape[0]]}")
+    return spec
 
 
 def _reject_unknown(data: dict, allowed: set[str], what: str) -> None:

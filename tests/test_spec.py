@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from models.catalogue import get_model, listed_models
-from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, SpecError, same_padding
+from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, SpecError, same_padding, written_channels_last
 
 
 def test_keras200m_is_story_3s_net() -> None:
@@ -150,16 +150,18 @@ def test_an_unknown_key_names_its_layer_and_the_valid_keys() -> None:
 
 
 def test_a_channels_first_image_is_refused_in_one_line() -> None:
-    """[3, 32, 32] would otherwise run as a 3-pixel-high image of 32 channels, measuring another net."""
+    """[3, 32, 32] written by a person would otherwise run as a 3-pixel-high image of 32 channels, measuring another
+    net; the same shape from an importer (which converted the file's layout) is what the file says."""
     spec = {"name": "x", "input_shape": [3, 32, 32], "loss": "mse",
             "layers": [{"type": "conv2d", "filters": 2}, {"type": "flatten"}, {"type": "dense", "units": 1}]}
     with pytest.raises(SpecError) as caught:
-        ModelSpec.from_dict(spec)
+        written_channels_last(ModelSpec.from_dict(spec))
     assert str(caught.value) == ("input_shape is height, width, channels (channels last); [3, 32, 32] looks "
                                  "channels-first: give [32, 32, 3]")
-    assert ModelSpec.from_dict(spec | {"input_shape": [32, 32, 3]}).output_shape == (1,)
+    assert ModelSpec.from_dict(spec).input_shape == (3, 32, 32)  # what an importer builds: not second-guessed
+    assert written_channels_last(ModelSpec.from_dict(spec | {"input_shape": [32, 32, 3]})).output_shape == (1,)
     dense_only = {"name": "x", "input_shape": [3, 32, 32], "loss": "mse", "layers": [{"type": "flatten"}]}
-    assert ModelSpec.from_dict(dense_only).output_shape == (3072,)  # no conv: the axes' order means nothing
+    assert written_channels_last(ModelSpec.from_dict(dense_only)).output_shape == (3072,)  # no conv: no order
 
 def test_shapes_follow_the_layers() -> None:
     spec = ModelSpec("t", (12, 12, 3), (Conv2D(4, stride=2), MaxPool2D(3, stride=1), Flatten(), Dense(5)), "mse")

@@ -10,12 +10,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from models.spec import MAX_SIZE, ModelSpec, SpecError
+from models.record import regular_file
+from models.spec import MAX_CONFIG_BYTES, MAX_SIZE, ModelSpec, SpecError, written_channels_last
 
 
 def load_spec_file(path: str | Path) -> ModelSpec:
     """Reads a user's spec, a Keras model (a `.keras` file, or the JSON of `to_json()`) or an ONNX model (a `.onnx`
-    file) through its importer; every failure becomes a one-line SpecError naming the file."""
+    file) through its importer; every failure becomes a one-line SpecError naming the file. What is not a regular
+    file, or JSON of more than MAX_CONFIG_BYTES, is refused before it is read."""
+    try:
+        size = regular_file(path).st_size
+    except OSError as exc:
+        raise SpecError(f"cannot read model file {path}: {exc.strerror}") from exc
     if Path(path).suffix == ".keras":
         from models.importers.keras_file import load_keras_file
 
@@ -24,6 +30,9 @@ def load_spec_file(path: str | Path) -> ModelSpec:
         from models.importers.onnx_file import load_onnx_file
 
         return load_onnx_file(path)
+    if size > MAX_CONFIG_BYTES:
+        raise SpecError(f"spec file {path} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a spec or a Keras "
+                        f"config is read up to")
     try:
         data = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -40,6 +49,6 @@ def load_spec_file(path: str | Path) -> ModelSpec:
     if is_keras_config(data):
         return spec_from_keras(data, str(path))
     try:
-        return ModelSpec.from_dict(data)
+        return written_channels_last(ModelSpec.from_dict(data))
     except (SpecError, TypeError) as exc:  # TypeError: a wrongly typed field reaching a dataclass
         raise SpecError(f"spec file {path}: {exc}") from exc

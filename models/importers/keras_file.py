@@ -30,7 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from models.spec import INTERPOLATIONS, LAYER_TYPES, MODEL_INPUT, MaxPool2D, ModelSpec, Shape, SpecError, same_padding
+from models.spec import (
+    INTERPOLATIONS,
+    LAYER_TYPES,
+    MAX_CONFIG_BYTES,
+    MODEL_INPUT,
+    MaxPool2D,
+    ModelSpec,
+    Shape,
+    SpecError,
+    same_padding,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,9 +85,10 @@ def load_keras_file(path: str | Path) -> ModelSpec:
     are not read."""
     try:
         with zipfile.ZipFile(path) as archive:
-            data = json.loads(archive.read("config.json"))
+            data = json.loads(_entry(archive, "config.json", path))
             if "metadata.json" in archive.namelist():
-                data.setdefault("keras_version", json.loads(archive.read("metadata.json")).get("keras_version"))
+                metadata = json.loads(_entry(archive, "metadata.json", path))
+                data.setdefault("keras_version", metadata.get("keras_version"))
     except OSError as exc:
         raise SpecError(f"cannot read Keras file {path}: {exc.strerror or exc}") from exc
     except (zipfile.BadZipFile, KeyError) as exc:
@@ -87,6 +98,16 @@ def load_keras_file(path: str | Path) -> ModelSpec:
     if not is_keras_config(data):
         raise SpecError(f"{path}: config.json holds no Sequential or functional Keras model")
     return spec_from_keras(data, str(path))
+
+
+def _entry(archive: zipfile.ZipFile, name: str, path: str | Path) -> bytes:
+    """One file of the zip, refused by its declared size before it is read where it is more than a config may be
+    (a zip holds 2 GiB of JSON in 2 MB); zipfile reads no more than it declares."""
+    size = archive.getinfo(name).file_size
+    if size > MAX_CONFIG_BYTES:
+        raise SpecError(f"{path}: its {name} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a Keras config is "
+                        f"read up to")
+    return archive.read(name)
 
 
 def spec_from_keras(data: dict, source: str) -> ModelSpec:

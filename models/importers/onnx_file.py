@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from models.importers import onnx_adaptive_pool
 from models.importers.onnx_channels import SHUFFLE_PERM, channel_bounds, chunked, shuffle_tail
 from models.importers.onnx_dropout import DropoutMask, dropout_mask
+from models.importers.onnx_external import array, read_model
 from models.importers.onnx_folding import computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
 from models.importers.onnx_graph import feeding
@@ -70,8 +70,9 @@ class _Tensor:
 
 
 def load_onnx_file(path: str | Path) -> ModelSpec:
-    """A `.onnx` file's spec; its weights are read (to check their shapes) but not kept."""
-    return _import(_read(path), str(path), Path(path).stem).spec()
+    """A `.onnx` file's spec; its weights are read (to check their shapes) but not kept, and those stored beside it
+    (external data) counted from their declared shapes (`onnx_external`)."""
+    return _import(_read(path, values=False), str(path), Path(path).stem).spec()
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class OnnxProof:
 
 def load_onnx_proof(path: str | Path) -> OnnxProof:
     """The spec, the reference graph and the weights, the file read and imported once."""
-    model = _read(path)
+    model = _read(path, values=True)
     importer = _import(model, str(path), Path(path).stem)
     spec = importer.spec()
     return OnnxProof(spec, *_inference_graph(model, importer), _canonical(importer, spec))
@@ -121,7 +122,7 @@ def canonical_weights(path_or_model: str | Path | onnx.ModelProto, spec: ModelSp
     if isinstance(path_or_model, onnx.ModelProto):
         importer = _import(path_or_model, path_or_model.graph.name or "the ONNX model", spec.name)
     else:
-        importer = _import(_read(path_or_model), str(path_or_model), Path(path_or_model).stem)
+        importer = _import(_read(path_or_model, values=True), str(path_or_model), Path(path_or_model).stem)
     importer.spec()
     return _canonical(importer, spec)
 
@@ -137,9 +138,9 @@ def _canonical(importer: _Importer, spec: ModelSpec) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _read(path: str | Path) -> onnx.ModelProto:
+def _read(path: str | Path, values: bool) -> onnx.ModelProto:
     try:
-        return onnx.load(str(path))
+        return read_model(path, values)
     except OSError as exc:
         raise SpecError(f"cannot read ONNX file {path}: {exc.strerror or exc}") from exc
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends: any unreadable file is one line
@@ -235,7 +236,7 @@ class _Importer:
 
     def spec(self) -> ModelSpec:
         declared = {node.output[0]: constant_value(node) for node in self.graph.node if node.op_type == "Constant"}
-        self.constants = ({init.name: numpy_helper.to_array(init) for init in self.graph.initializer} | self.computed
+        self.constants = ({init.name: array(init) for init in self.graph.initializer} | self.computed
                           | {name: value for name, value in declared.items() if value is not None})
         self.parameters = {init.name for init in self.graph.initializer} - self.computed.keys()
         self._input()

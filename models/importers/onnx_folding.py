@@ -16,6 +16,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from models.importers.onnx_external import array, as_inputs
+
 
 def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     """A Constant node's value, or None where it holds no number (a sparse tensor, strings)."""
@@ -31,7 +33,7 @@ def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
 def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """The graph's constant values: its initializers and its Constant nodes' values."""
     nodes = {node.output[0]: constant_value(node) for node in model.graph.node if node.op_type == "Constant"}
-    return ({initializer.name: numpy_helper.to_array(initializer) for initializer in model.graph.initializer}
+    return ({initializer.name: array(initializer) for initializer in model.graph.initializer}
             | {name: value for name, value in nodes.items() if value is not None})
 
 
@@ -45,6 +47,7 @@ def computed_constants(model: onnx.ModelProto, batch: int = 1) -> tuple[dict[str
 
     folded = onnx.ModelProto()
     folded.CopyFrom(model)
+    as_inputs(folded)  # the weights left unread (onnx_external): the exporter's arithmetic reads none of their values
     weights = {initializer.name for initializer in model.graph.initializer}
     for tensor in folded.graph.input:
         dims = tensor.type.tensor_type.shape.dim

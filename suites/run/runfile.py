@@ -287,8 +287,8 @@ def read_run(data: object) -> dict:
 
 
 def load(path: Path) -> dict:
-    """A run file or a record file (`read`): OSError where it cannot be read, ValueError where it is neither (JSON
-    nested too deeply to read among them)."""
+    """A run file or a record file (`read`): OSError where it cannot be read (or is no regular file, before it is
+    read), ValueError where it is neither (JSON nested too deeply to read among them)."""
     return read(load_json(path))
 
 
