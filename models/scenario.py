@@ -77,12 +77,13 @@ class Scenario:
     def create(cls, framework: str, model: str | None = None, model_file: str | None = None,
                **settings: object) -> Scenario:
         """Resolves the model (catalogue name or model file, which `model` may name too) and fixes the batch, once, in
-        the caller."""
+        the caller. A model from a file is known by its path: two files of one name (d1/model.onnx, d2/model.onnx)
+        are two models, in every row and record."""
         if model_file is None and model and is_model_file(model):
             model, model_file = None, model
         spec = load_model(model_file or model or "")
         batch = settings.pop("batch", 0) or spec.default_batch
-        return cls(framework=framework, model=spec.name, model_file=model_file,
+        return cls(framework=framework, model=model_file or spec.name, model_file=model_file,
                    spec_json=spec.to_dict(), batch=batch, **settings)  # type: ignore[arg-type]
 
     @property

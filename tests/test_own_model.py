@@ -58,11 +58,11 @@ def test_bench_of_a_file_writes_its_run_report_and_plots(keras_file: tuple[Path,
                           env=os.environ | {"FOOTPRINT_RESULTS": str(tmp_path)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     run = json.loads((tmp_path / "default-cpu.json").read_text())
-    mine = [record for record in run["records"] if record["scenario"]["model"] == "my_net"]
+    mine = [record for record in run["records"] if record["scenario"]["model"] == str(path)]  # known by its path
     assert sorted(record["scenario"]["kind"] for record in mine) == ["infer", "train"]
     assert all(record["status"] == "ok" for record in mine)
     assert all(record["scenario"]["model_file"] == str(path) for record in mine)
-    assert "## my_net, train (batch 1, adam; 330 parameters" in (tmp_path / "default-cpu.md").read_text()
+    assert f"## {path}, train (batch 1, adam; 330 parameters" in (tmp_path / "default-cpu.md").read_text()
     assert (tmp_path / "default-cpu.png").stat().st_size > 0
 
 

@@ -190,7 +190,7 @@ def sweep_fits(run: dict, axis: str) -> list[Fit]:
         found = peak(record)
         if found is None or scenario["model"] in PROBES:
             continue
-        family = scenario["model"].startswith("plain-")
+        family = scenario["model"].startswith("plain-") and not scenario["model_file"]  # a file is no catalogue net
         if axis == "batch" and not family:
             model, x, y = scenario["model"], scenario["batch"], found.measured
         elif axis == "depth" and family:

@@ -49,7 +49,8 @@ def _table(records: list[dict], cpu: bool) -> list[str]:
     found = [(name, [figure(record) for record in records]) for name, figure in _columns(cpu)]
     found = [column for column, keep in zip(found, kept([values for _, values in found], alike=cpu), strict=True)
              if keep]
-    ranked = {found[0][0], "needs MiB"}  # the process's view that repeats (the first one kept), and the need
+    # the process's view that repeats (the first one kept), and the need; none where no record has a figure
+    ranked = {name for name, _ in found[:1]} | {"needs MiB"}
     least = [min((value[0] for value, (_, status, pooled) in zip(values, rows, strict=True)
                   if status == "ok" and value and not (name == "holds MiB" and pooled)), default=None)
              if name in ranked else None for name, values in found]

@@ -248,6 +248,8 @@ def read_record(record: object) -> dict:
         raise RunFileError("a record has no scenario")
     try:
         scenario = record["scenario"] | {"framework": backends.current(str(record["scenario"]["framework"]))}
+        if scenario.get("model_file"):  # known by its path (older code named it by its stem: two files, one name)
+            scenario["model"] = scenario["model_file"]
         identity(scenario)
         record = Scenario.from_dict(scenario).bare_record() | record | {"scenario": scenario}
     except (KeyError, TypeError, ValueError, AttributeError) as error:
