@@ -28,7 +28,7 @@ from models.techniques import ACCUMULATION_STEPS, TECHNIQUES, unavailable
 from suites.report import readout
 from suites.run import device, executors, import_check, interrupts, runfile
 from suites.run.pieces import DEFAULT_LIMIT_S
-from suites.run.registry import SetupError, frameworks, interpreter
+from suites.run.registry import SetupError, check_overrides, frameworks, interpreter
 
 USAGE_ERROR = 2
 MODEL_FILE = "a model file: a JSON spec, a .keras file, model.to_json()'s JSON or a .onnx file (docs/models.md)"
@@ -270,6 +270,7 @@ def _check(args: argparse.Namespace) -> int:
     missing = device.no_gpu(resolved)
     if missing:
         raise SetupError(missing)
+    check_overrides()  # a framework without its tox environment is left out; one a variable names wrongly, refused
     target = Path(args.out) if args.out else check.folder(resolved, args.quick)
     if target.exists() and not target.is_dir():
         raise SpecError(f"--out {args.out}: a file, not a folder")

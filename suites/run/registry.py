@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 from pathlib import Path
 
 from models import backends
@@ -43,12 +44,34 @@ def interpreter(framework: str, device: str = "cpu") -> str:
     missing = no_gpu(device)
     if missing:
         raise SetupError(missing)
-    own = f"FOOTPRINT_PYTHON_{framework.upper().replace('-', '_')}"  # KERAS_JAX: a name a shell can set
+    own = _variable(framework)
     for variable in (own, "FOOTPRINT_PYTHON"):
         if os.environ.get(variable):
-            return os.environ[variable]
+            return _overriding(variable)
     env = framework + ("-cuda" if device == "cuda" else "")
     path = ROOT / ".tox" / env / "bin" / "python"
     if not path.exists():
         raise SetupError(f"no interpreter for {framework} on {device}: run `make envs`, or set {own}")
     return str(path)
+
+
+def check_overrides() -> None:
+    """Every interpreter a FOOTPRINT_PYTHON variable names, checked up front: a SetupError, in one line, for one that
+    is no executable file (a command that starts none, `check`, would otherwise meet it in the middle)."""
+    for variable in ("FOOTPRINT_PYTHON", *(_variable(name) for name in frameworks())):
+        if os.environ.get(variable):
+            _overriding(variable)
+
+
+def _variable(framework: str) -> str:
+    return f"FOOTPRINT_PYTHON_{framework.upper().replace('-', '_')}"  # KERAS_JAX: a name a shell can set
+
+
+def _overriding(variable: str) -> str:
+    """The interpreter `variable` names, where it is an executable file (a path, or a name on PATH): a missing file
+    or a folder would fail every worker's start, each with a traceback."""
+    given = os.environ[variable]
+    if not shutil.which(given):
+        raise SetupError(f"{variable}={given}: no executable file there (missing, a folder, or not executable): set "
+                         f"it to a Python interpreter, or unset it to use the tox environment")
+    return given

@@ -92,10 +92,13 @@ def lock(path: Path) -> None:
         except FileNotFoundError:
             pass
         handle.close()
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}")
-    handle.flush()
+    try:  # unbuffered: a disk already full fails here, not again when the handle closes
+        os.ftruncate(handle.fileno(), 0)
+        os.write(handle.fileno(), f"pid {os.getpid()}".encode())
+    except OSError as error:  # no lock file of this process's outlives the refusal
+        os.unlink(name)
+        handle.close()
+        raise SetupError(f"cannot write {path}: {error.strerror or error}") from None
     if not _LOCKS:
         atexit.register(_unlock)
     _LOCKS[path] = handle
