@@ -288,20 +288,17 @@ def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], 
     """Per framework, the largest batch within `budget` from the estimate alone, the first that is not, and what grows
     per example; a framework that cannot run the scenario (name, reason) says why; `first` names the scenario. Every
     line fits (WIDTH)."""
-    lines = [*wrap(f"{first.model}: the largest {first.kind} batch within {fit.budget_text(budget)} on {first.device} "
-                   f"({first.optimizer if first.kind == 'train' else 'no'} optimizer, {first.dtype}, technique "
-                   f"{first.technique}), from the estimate alone: its total at the peak, as the phase table prints it"),
-             "", f"{'framework':<17}{'largest batch':>14}{'estimate MiB':>14}{'first over':>12}  grows per example"]
+    rows = [("framework", "largest batch", "estimate MiB", "first over", "grows per example")]
     notes = []
     for answer in answers:
         if not isinstance(answer, BatchAnswer):
-            lines.append(f"{answer[0]:<17}{'-':>14}{'-':>14}{'-':>12}  technique unavailable")
+            rows.append((answer[0], "-", "-", "-", "technique unavailable"))
             notes.append(f"{answer[0]}: {answer[1]}")
             continue
         largest, over = answer.largest, answer.first_over
-        lines.append(f"{answer.framework:<17}{f'{largest.batch:,}' if largest else 'none':>14}"
-                     f"{f'{peak_total(largest, answer.known)[1] / MIB:,.1f}' if largest else '-':>14}"
-                     f"{f'{over.batch:,}' if over else '-':>12}  {_grows(answer)}")
+        rows.append((answer.framework, f"{largest.batch:,}" if largest else "none",
+                     f"{peak_total(largest, answer.known)[1] / MIB:,.1f}" if largest else "-",
+                     f"{over.batch:,}" if over else "-", _grows(answer)))
         if not largest:
             notes.append(f"{answer.framework}: even batch {over.batch} does not fit: its estimate is "
                          f"{peak_total(over, answer.known)[1] / MIB:,.1f} MiB")
@@ -318,7 +315,19 @@ def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], 
         notes.append(f"no margin for {', '.join(unmargined)} on {first.device}: the zoo's held-out nets have not been "
                      f"trained in it there, so its error on nets it never saw is unmeasured (`python -m suites zoo`)")
     notes.append("an estimate, not a measurement: `python -m suites fit` runs the batches and measures them")
-    return "\n".join([*lines, "", *(line for note in notes for line in wrap(note))])
+    # the usual widths (which fit the titles), or a figure's and a gap where wider: at the largest batch an estimate of
+    # hundreds of billions of MiB stays apart from its neighbours
+    widths = [max(least, *(len(row[index]) + gap for row in rows[1:]))
+              for index, (least, gap) in enumerate(((17, 1), (14, 2), (14, 2), (12, 2)))]
+
+    def line(row: tuple[str, ...]) -> str:
+        figures = "".join(f"{cell:>{width}}" for cell, width in zip(row[1:4], widths[1:], strict=True))
+        return f"{row[0]:<{widths[0]}}{figures}  {row[4]}"
+
+    lines = wrap(f"{first.model}: the largest {first.kind} batch within {fit.budget_text(budget)} on {first.device} "
+                 f"({first.optimizer if first.kind == 'train' else 'no'} optimizer, {first.dtype}, technique "
+                 f"{first.technique}), from the estimate alone: its total at the peak, as the phase table prints it")
+    return "\n".join([*lines, "", *map(line, rows), "", *(text for note in notes for text in wrap(note))])
 
 
 def layer_table(spec: ModelSpec, analytic: Estimate) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from decimal import Context, Decimal
 
 from models import backends
 from models.scenario import Scenario
@@ -30,17 +31,31 @@ from suites.run import nvml
 UNITS = {"B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 PRINTED = ("MiB", "GB", "MB", "KiB", "kB", "B")  # how a budget prints: MiB first, the unit of every table
 SIZE_RULE = "a positive size with a case-sensitive unit (B, kB, MB, GB: powers of 10; KiB, MiB, GiB: powers of 2)"
+MAX_BUDGET = 2**63 - 1  # bytes: one bound, however the budget is written (32 digits of GiB, or 1e30GiB)
 MAX_BATCH = 4096
 EXIT_CODES = {"fits": 0, "does not fit": 1, "unknown": 3}  # 2 is the command line's own: bad input
 
 
 def parse_budget(text: str) -> int:
-    """'2GiB', '900MB', '1.5 GB' -> bytes; a one-line SpecError otherwise."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Za-z]+)\s*", text)
-    size = int(float(match.group(1)) * UNITS[match.group(2)]) if match and match.group(2) in UNITS else 0
-    if size < 1:  # no unit, an unknown one (in the wrong case too), or less than a byte ('0.4B')
-        raise SpecError(f"budget must be {SIZE_RULE} of at least one byte, got {text!r}")
+    """'2GiB', '900MB', '8.2 GB', '1e3 MB' -> whole bytes, exactly (decimal arithmetic, never a float's: 8.2 GB is
+    8,200,000,000 B, not 8,199,999,999), up to MAX_BUDGET whatever the notation; a one-line SpecError otherwise."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]+)\s*", text)
+    if not match or match.group(2) not in UNITS:  # no unit, or an unknown one (in the wrong case too)
+        raise SpecError(f"budget must be {SIZE_RULE} of at least one byte, got {_shown(text)}")
+    value = Decimal(match.group(1))
+    # compared before it is multiplied, exactly: 1e999999999 is never worked out; digits enough for the product
+    size = 0 if value > MAX_BUDGET else int(Context(prec=len(text) + 20).multiply(value, UNITS[match.group(2)]))
+    if value > MAX_BUDGET or size > MAX_BUDGET:
+        raise SpecError(f"budget must be at most {MAX_BUDGET:,} bytes (2**63 - 1, the most a 64-bit count of bytes "
+                        f"holds), got {_shown(text)}")
+    if size < 1:  # less than a byte ('0.4B')
+        raise SpecError(f"budget must be {SIZE_RULE} of at least one byte, got {_shown(text)}")
     return size
+
+
+def _shown(text: str) -> str:
+    """A budget as given, cut where it would not fit a line."""
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
 
 
 def budget_text(count: int) -> str:
