@@ -28,20 +28,26 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import onnx
 import psutil
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from frameworks.worker import AUTOTUNER_GOES_ON_S
+from models.importers.files import load_spec_file
 from models.record import TEMPORARY
 from models.scenario import PHASES
+from models.spec import MAX_SIZE, SpecError
 from suites.__main__ import main
 from suites.analysis.compare import SPREAD_FIELD
-from suites.analysis.fit import EXIT_CODES
+from suites.analysis.fit import EXIT_CODES, parse_budget
 from suites.bench import check
 from suites.run import runfile
 from suites.run.orchestrator import ALLOCATOR_GRACE_S, POLL_S
@@ -452,14 +458,22 @@ def sigterm_of_a_fit(base: Path) -> None:
     _clean(ending)
 
 
-def full_disk(base: Path) -> None:
+@contextlib.contextmanager
+def _tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A small tmpfs mounted at `folder` (made) while inside; the row skips where it cannot be mounted (not root)."""
+    folder.mkdir()
     if os.geteuid() != 0 or not shutil.which("mount"):
         pytest.skip("a small tmpfs needs root to mount here")
-    disk = base / "results"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(disk)], capture_output=True).returncode:
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True).returncode:
         pytest.skip("mounting a tmpfs was refused here")
     try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def full_disk(base: Path) -> None:
+    with _tmpfs(base / "results", "size=160k") as disk:
         # 96 KiB of it already taken: the probe's records fill the rest in the bench's second scenario here, the
         # first one's kept (with all 160 KiB free, in its fourth); any number of scenarios earlier is the same ending
         (disk / "taken.bin").write_bytes(b"x" * 96 * 2**10)
@@ -468,27 +482,20 @@ def full_disk(base: Path) -> None:
         assert ending.code != 0 and lines and "Traceback" not in ending.output, ending.output[-3000:]
         assert not [path for path in disk.iterdir() if path.is_file() and path.stat().st_size == 0]
         _clean(ending)
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
 
 
 @contextlib.contextmanager
 def _read_only(folder: Path) -> Iterator[None]:
     """A folder (made here) the user cannot write: mode 0500, or for root (who writes anyway) a read-only tmpfs."""
-    folder.mkdir()
-    root = os.geteuid() == 0
-    if not root:
-        folder.chmod(0o500)
-    elif subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
-                        capture_output=True).returncode:
-        pytest.skip("root writes into any folder, and mounting a read-only tmpfs was refused here")
+    if os.geteuid() == 0:
+        with _tmpfs(folder, "ro,size=64k"):
+            yield
+        return
+    folder.mkdir(mode=0o500)
     try:
         yield
     finally:
-        if root:
-            subprocess.run(["umount", str(folder)], check=True)
-        else:
-            folder.chmod(0o700)
+        folder.chmod(0o700)
 
 
 def read_only_output(base: Path) -> None:
@@ -799,6 +806,158 @@ def check_on_a_bad_folder(base: Path) -> None:
     assert done.returncode == 2 and not done.stdout and done.stderr.count("\n") == 1, done.stdout + done.stderr
     assert f"cannot write {full / STATE}: No space left on device" in done.stderr
     assert list(full.iterdir()) == []  # nothing written, no lock left
+def _one_line_refusal(ending: Ending, *said: str) -> None:
+    """Exit 2, one line on the output saying each of `said`, no worker started."""
+    assert ending.code == 2 and ending.output.count("\n") == 1, ending.output[-2000:]
+    assert all(words in ending.output for words in said) and not ending.workers, (said, ending.output)
+
+
+def _keras_file(path: Path, config: dict | str) -> Path:
+    """A .keras file as Keras saves one, but for the weights the importer never reads: a zip holding config.json."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("config.json", config if isinstance(config, str) else json.dumps(config))
+    return path
+
+
+def _keras_conv(input_shape: list[int]) -> dict:
+    """A Sequential Keras config of a conv, a global pool and a dense layer."""
+    layers = [{"class_name": "InputLayer", "config": {"name": "image", "batch_shape": [None, *input_shape]}},
+              {"class_name": "Conv2D", "config": {"name": "conv", "filters": 8, "kernel_size": [3, 3],
+                                                  "padding": "same", "activation": "relu"}},
+              {"class_name": "GlobalAveragePooling2D", "config": {"name": "pool"}},
+              {"class_name": "Dense", "config": {"name": "scores", "units": 2}}]
+    return {"class_name": "Sequential", "config": {"name": "net", "layers": layers}}
+
+
+def _onnx_conv(path: Path, input_shape: list[int], filters: int) -> Path:
+    """An ONNX file of a 3x3 conv (its weights in the file) and a flatten, for an input of (N, *input_shape)."""
+    weights = numpy_helper.from_array(np.zeros((filters, input_shape[0], 3, 3), np.float32), "weight")
+    graph = helper.make_graph([helper.make_node("Conv", ["image", "weight"], ["conv"], kernel_shape=[3, 3]),
+                               helper.make_node("Flatten", ["conv"], ["scores"])], "net",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", *input_shape])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, None)], [weights])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def imported_images_as_their_files_say(base: Path) -> None:
+    """A Keras input of (4, 4, 512) and an ONNX one of (N, 16, 3, 3) (the spec's (3, 3, 16)): the importers converted
+    each file's own layout, so neither is refused as "looks channels-first", as both were; the guard stays where a
+    person wrote the shape (a JSON spec of (3, 32, 32))."""
+    keras_file = _keras_file(base / "wide.keras", _keras_conv([4, 4, 512]))
+    onnx_file = _onnx_conv(base / "small.onnx", [16, 3, 3], 8)
+    ending = run(base, ["models", "--model-file", str(keras_file), "--model-file", str(onnx_file)])
+    assert ending.code == 0 and re.findall(r"(\d+x\d+x\d+) -> ", ending.output) == ["4x4x512", "3x3x16"], ending.output
+    written = base / "written.json"
+    written.write_text(json.dumps({"name": "x", "input_shape": [3, 32, 32], "loss": "mse",
+                                   "layers": [{"type": "conv2d", "filters": 2}, {"type": "flatten"}]}))
+    with pytest.raises(SpecError, match=r"\[3, 32, 32\] looks channels-first: give \[32, 32, 3\]"):
+        load_spec_file(written)
+
+
+def two_models_of_one_name(base: Path) -> None:
+    """`bench --models d1/model.onnx,d2/model.onnx`, nets of 8 and of 64 filters: two models, each known by its path in
+    the run file's records, the bench's tables and the report's sections (each with its own parameter count), where
+    both were "model", one row each under the first net's count. Each worker fails at once (import:raise): the rows,
+    not the measurements, are what is checked."""
+    paths = [str(_onnx_conv(base / folder / "model.onnx", [3, 8, 8], filters)) for folder, filters in
+             (("d1", 8), ("d2", 64))]
+    ending = run(base, [*BENCH[:-1], ",".join(paths)], {"FOOTPRINT_FAULT": "import:raise"})
+    records = [record for record in ending.run_file()["records"] if record["scenario"].get("model_file")]
+    assert sorted((r["scenario"]["model"], r["scenario"]["kind"]) for r in records) == [
+        (path, kind) for path in paths for kind in ("infer", "train")], ending.output[-2000:]
+    assert all(f"\n{path} {kind} (batch 1)\n" in ending.output for path in paths for kind in ("train", "infer"))
+    report = (ending.results / "default-cpu.md").read_text()
+    assert all(f"## {path}, train (batch 1, adam; {count} parameters" in report
+               for path, count in zip(paths, ("216", "1,728"), strict=True)), report[:3000]
+    _clean(ending)
+
+
+ONNX_WEIGHTS_DECLARED = 2**31  # bytes: one dense kernel's, in a sparse file beside the model (no disk taken)
+
+
+def oversized_model_files(base: Path) -> None:
+    """A .keras file whose config.json is 65 MiB (of a zip of 64 KiB), past the 64 MiB a config is read up to:
+    refused by its declared size, in one line. An ONNX file whose 2 GiB of weights lie beside it (external data):
+    counted from the shape it declares, under `ulimit -v` of 1 GiB, where reading it took twice its size."""
+    padded = json.dumps(_keras_conv([8, 8, 3]))[:-1] + ', "padding": "' + " " * 65 * 2**20 + '"}'
+    ending = run(base, ["models", "--model-file", str(_keras_file(base / "padded.keras", padded))])
+    _one_line_refusal(ending, "its config.json is 68,157,", "more than the 67,108,864 a Keras config is read up to")
+    kernel = TensorProto(name="kernel", data_type=TensorProto.FLOAT, dims=[64, ONNX_WEIGHTS_DECLARED // 256],
+                         data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "weights.bin"), ("offset", "0"), ("length", str(ONNX_WEIGHTS_DECLARED))):
+        kernel.external_data.add(key=key, value=value)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "kernel"], ["scores"])], "wide",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, None)], [kernel])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), base / "wide.onnx")
+    with open(base / "weights.bin", "wb") as weights:
+        weights.truncate(ONNX_WEIGHTS_DECLARED)
+    ending = run(base, ["models", "--model-file", str(base / "wide.onnx")], limit_kib=2**20)
+    assert ending.code == 0 and f" {ONNX_WEIGHTS_DECLARED // 4:,} " in ending.output, ending.output[-2000:]
+
+
+def full_disk_before_the_run(base: Path) -> None:
+    """`bench` and `run --out` onto a filesystem already full (a 64 KiB tmpfs, every byte taken): refused in one line
+    naming the file, before any worker, and no lock file left, where a traceback left a 0-byte one."""
+    with _tmpfs(base / "results", "size=64k") as disk:
+        with contextlib.suppress(OSError):  # written until the disk is full
+            (disk / "taken.bin").write_bytes(b"x" * 2**20)
+        refused = [run(base, BENCH), run(base, ["run", *PROBE, "--out", str(disk / "record.json")])]
+        for ending, name in zip(refused, ("default-cpu.json", "record.json"), strict=True):
+            _one_line_refusal(ending, f"cannot write {disk / name}: No space left on device")
+        assert [path.name for path in disk.iterdir()] == ["taken.bin"]
+
+
+def missing_interpreter_override(base: Path) -> None:
+    """FOOTPRINT_PYTHON naming a file that is not there (to `run`), FOOTPRINT_PYTHON_TORCH naming a folder (to `check`)
+    or a file that is not there (to `bench`): refused up front in one line naming the variable, where `run` and
+    `check` ended in a traceback and `bench` in 878 lines of them and a run file of no record."""
+    absent, folder = str(base / "absent" / "python"), str(base)
+    cases = [(["run", *PROBE], "FOOTPRINT_PYTHON", absent), (BENCH, "FOOTPRINT_PYTHON_TORCH", absent),
+             (["check", "--device", "cpu", "--quick", "--out", str(base / "check")], "FOOTPRINT_PYTHON_TORCH", folder)]
+    with ThreadPoolExecutor(3) as pool:
+        endings = list(pool.map(lambda case: run(base, case[0], {case[1]: case[2]}), cases))
+    for (_, variable, value), ending in zip(cases, endings, strict=True):
+        _one_line_refusal(ending, f"{variable}={value}: no executable file there")
+    assert not (base / "check").exists() and not (base / "results").exists()
+
+
+def budgets_exact(base: Path) -> None:
+    """8.2GB is 8,200,000,000 bytes (decimal arithmetic; a float made it 8,199,999,999); a 32-digit budget in GiB and
+    1e30GiB are refused by one bound, 2**63 - 1 bytes (the first was taken, the second refused as no size); at the
+    largest batch each column of the estimate's table stays apart (resnet50's estimate of 177 billion MiB ran into
+    the batch beside it)."""
+    assert parse_budget("8.2GB") == 8_200_000_000 and parse_budget("1e3 MB") == 10**9
+    for budget in ("12345678901234567890123456789012GiB", "1e30GiB"):
+        with pytest.raises(SpecError, match=r"^budget must be at most 9,223,372,036,854,775,807 bytes"):
+            parse_budget(budget)
+    ending = run(base, ["estimate", "--model", "resnet50", "--device", "cpu", "--budget", "8000000000GiB"])
+    table = ending.output.split("\n\n")[1].splitlines()
+    columns = [line.split(None, 4) for line in table]
+    assert ending.code == 0 and columns[0][:3] == ["framework", "largest", "batch"], ending.output
+    assert all(largest == f"{MAX_SIZE:,}" and float(estimate.replace(",", "")) > 10**11 and over == "-"
+               for _, largest, estimate, over, _ in columns[1:]), table
+
+
+def special_files(base: Path) -> None:
+    """/dev/zero (without end) and a FIFO (no writer: a read hangs) given as a model file, as a run file to compare
+    and `estimate --constants`, and as a bench's own run file: each refused in one line (as not a regular file, where
+    the command says why), before any read; a hang fails the row at its timeout."""
+    fifo, results = base / "fifo.onnx", base / "results"
+    os.mkfifo(fifo)
+    results.mkdir()
+    os.mkfifo(results / "default-cpu.json")
+    device, pipe = "not a regular file (a device)", "not a regular file (a FIFO)"
+    # report, errors and constants read a run file as compare does (one reader); estimate --constants has its own
+    said = {("models", "--model-file", "/dev/zero"): device, ("compare", str(fifo), "/dev/zero"): pipe,
+            ("estimate", "--model-file", str(fifo), "--device", "cpu"): pipe, tuple(BENCH): pipe,
+            ("estimate", "--model", "probe", "--device", "cpu", "--constants", str(fifo)): "neither a constants file"}
+    with ThreadPoolExecutor(4) as pool:
+        endings = list(pool.map(lambda command: run(base, list(command), timeout=60), said))
+    for words, ending in zip(said.values(), endings, strict=True):
+        _one_line_refusal(ending, words)
 
 
 @dataclass(frozen=True)
@@ -890,6 +1049,25 @@ FAULTS = (
           "wrong kinds; a full disk (a FAKE: ENOSPC from the write of each of its files)", "one line, exit 2, nothing "
           "written; a check.json it cannot read set aside whole (`check.before-<time>.json`), never written over",
           check_on_a_bad_folder),
+    Fault("a Keras input of (4, 4, 512) and an ONNX one of (N, 16, 3, 3), imported", "their counts, exit 0: the "
+          "channels-first guard is for a shape a person wrote (a JSON spec's [3, 32, 32] is still refused)",
+          imported_images_as_their_files_say),
+    Fault("`bench --models d1/model.onnx,d2/model.onnx` (8 and 64 filters)", "two models, each known by its path in "
+          "the records, the bench's tables and the report's sections, each with its own parameter count",
+          two_models_of_one_name),
+    Fault("a .keras whose config.json is 65 MiB (a 64 KiB zip); an ONNX file's 2 GiB of external weights",
+          "the first refused by its declared size, one line, exit 2; the second counted from its declared shape "
+          "under `ulimit -v` 1 GiB, never read", oversized_model_files),
+    Fault("`bench` and `run --out` onto a disk already full (a full 64 KiB tmpfs)", "refused before any worker, one "
+          "line naming the file, exit 2; no lock file left", full_disk_before_the_run),
+    Fault("`FOOTPRINT_PYTHON` naming a missing file, `FOOTPRINT_PYTHON_TORCH` a folder (run, check, bench)",
+          "refused up front, one line naming the variable, exit 2; nothing written", missing_interpreter_override),
+    Fault("a budget of `8.2GB`, of 32 digits of GiB, of `1e30GiB`; `estimate --budget` at the largest batch",
+          "8,200,000,000 B exactly; the other two refused by one bound (2**63 - 1 bytes); the table's columns apart",
+          budgets_exact),
+    Fault("/dev/zero or a FIFO as a model file, as a run file (report, compare, errors, constants, estimate "
+          "--constants) or as a bench's run file", "refused as not a regular file, before any read, one line, exit 2",
+          special_files),
 )
 
 
