@@ -49,9 +49,12 @@ def as_inputs(model: onnx.ModelProto) -> None:
     """Makes each unread initializer an input of the graph, of its declared type and shape, in place: a constant
     folder then folds nothing of its values (a Shape of it still folds, from its shape)."""
     unread = [tensor for tensor in model.graph.initializer if uses_external_data(tensor)]
+    inputs = {value.name for value in model.graph.input}  # an older IR lists its initializers as inputs too
     for tensor in unread:
         model.graph.initializer.remove(tensor)
-        model.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        if tensor.name not in inputs:
+            model.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type,
+                                                                        list(tensor.dims)))
 
 
 def _tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
