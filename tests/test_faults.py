@@ -1060,14 +1060,15 @@ FAULTS = (
           "under `ulimit -v` 1 GiB, never read", oversized_model_files),
     Fault("`bench` and `run --out` onto a disk already full (a full 64 KiB tmpfs)", "refused before any worker, one "
           "line naming the file, exit 2; no lock file left", full_disk_before_the_run),
-    Fault("`FOOTPRINT_PYTHON` naming a missing file, `FOOTPRINT_PYTHON_TORCH` a folder (run, check, bench)",
-          "refused up front, one line naming the variable, exit 2; nothing written", missing_interpreter_override),
+    Fault("`FOOTPRINT_PYTHON` naming a missing file (to run); `FOOTPRINT_PYTHON_TORCH` one (to bench) or a folder (to "
+          "check)", "refused up front, one line naming the variable, exit 2; nothing written",
+          missing_interpreter_override),
     Fault("a budget of `8.2GB`, of 32 digits of GiB, of `1e30GiB`; `estimate --budget` at the largest batch",
           "8,200,000,000 B exactly; the other two refused by one bound (2**63 - 1 bytes); the table's columns apart",
           budgets_exact),
-    Fault("/dev/zero or a FIFO as a model file, as a run file (report, compare, errors, constants, estimate "
-          "--constants) or as a bench's run file", "refused as not a regular file, before any read, one line, exit 2",
-          special_files),
+    Fault("/dev/zero or a FIFO as a model file, as a run file (to compare, whose reader report, errors and constants "
+          "share, and to estimate --constants) or as a bench's run file", "refused before any read, one line, exit 2 "
+          "(as not a regular file, where the command says why)", special_files),
 )
 
 
