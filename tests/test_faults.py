@@ -958,6 +958,7 @@ def special_files(base: Path) -> None:
         endings = list(pool.map(lambda command: run(base, list(command), timeout=60), said))
     for words, ending in zip(said.values(), endings, strict=True):
         _one_line_refusal(ending, words)
+        _clean(ending)  # the bench's lock gone with it
 
 
 @dataclass(frozen=True)
