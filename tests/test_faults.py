@@ -943,8 +943,9 @@ def budgets_exact(base: Path) -> None:
 
 def special_files(base: Path) -> None:
     """/dev/zero (without end) and a FIFO (no writer: a read hangs) given as a model file, as a run file to compare
-    and `estimate --constants`, and as a bench's own run file: each refused in one line (as not a regular file, where
-    the command says why), before any read; a hang fails the row at its timeout."""
+    and `estimate --constants`, as a bench's own run file and as `run --out` (which would have replaced it): each
+    refused in one line (as not a regular file, where the command says why), before any read; a hang fails the row
+    at its timeout."""
     fifo, results = base / "fifo.onnx", base / "results"
     os.mkfifo(fifo)
     results.mkdir()
@@ -952,6 +953,7 @@ def special_files(base: Path) -> None:
     device, pipe = "not a regular file (a device)", "not a regular file (a FIFO)"
     # report, errors and constants read a run file as compare does (one reader); estimate --constants has its own
     said = {("models", "--model-file", "/dev/zero"): device, ("compare", str(fifo), "/dev/zero"): pipe,
+            ("run", *PROBE, "--out", str(fifo)): pipe,
             ("estimate", "--model-file", str(fifo), "--device", "cpu"): pipe, tuple(BENCH): pipe,
             ("estimate", "--model", "probe", "--device", "cpu", "--constants", str(fifo)): "neither a constants file"}
     with ThreadPoolExecutor(4) as pool:
@@ -1068,8 +1070,8 @@ FAULTS = (
           "8,200,000,000 B exactly; the other two refused by one bound (2**63 - 1 bytes); the table's columns apart",
           budgets_exact),
     Fault("/dev/zero or a FIFO as a model file, as a run file (to compare, whose reader report, errors and constants "
-          "share, and to estimate --constants) or as a bench's run file", "refused before any read, one line, exit 2 "
-          "(as not a regular file, where the command says why)", special_files),
+          "share, and to estimate --constants), as a bench's run file or as `run --out`", "refused before any read, "
+          "one line, exit 2 (as not a regular file, where the command says why)", special_files),
 )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from models import backends
-from models.record import SCHEMA_VERSION, STATUSES, atomic_write_json, json_kind, load_json, shape_fault
+from models.record import SCHEMA_VERSION, STATUSES, atomic_write_json, json_kind, load_json, regular_file, shape_fault
 from models.scenario import Scenario
 from suites.run import device, environment
 from suites.run.registry import ROOT, SetupError, frameworks
@@ -392,7 +392,15 @@ def set_aside(path: Path) -> list[Path]:
 
 
 def refuse_run_file(path: Path) -> None:
-    """SetupError where `path` holds a run file: the one record or answer `--out` writes would replace its records."""
+    """SetupError where `path` holds a run file: the one record or answer `--out` writes would replace its records;
+    or where it is there but no regular file (a FIFO would hang the read, and the file written would replace it, a
+    device such as /dev/zero too)."""
+    try:
+        regular_file(path)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise SetupError(f"--out {path}: {error.strerror}; give the path of a file") from None
     try:
         data = load_json(path)
     except (OSError, ValueError):
