@@ -10,6 +10,7 @@ Nothing here imports a framework, so the orchestrator and the estimate can use i
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import ClassVar
@@ -33,9 +34,18 @@ class SpecError(ValueError):
     """A spec that cannot describe a net; its message is one line meant for the user."""
 
 
-def _positive(value: object, what: str) -> int:
+def positive(value: object, what: str) -> int:
+    """A size; the importers check a file's value with it where they compute with it before it is a layer's."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise SpecError(f"{what} must be a positive integer, got {_shown(value)}")
+    return _at_most(value, what)
+
+
+def pixels(value: object, what: str) -> int:
+    """Pixels on a side of an image, 0 or more; the importers check a file's value with it where they compute with
+    it before it is a layer's."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(f"{what} must be pixels >= 0, got {_shown(value)}")
     return _at_most(value, what)
 
 
@@ -53,20 +63,36 @@ def _shown(value: object) -> str:
     return f"a number of {len(text):,} digits"
 
 
-def _fraction(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise SpecError(f"{what} must be a number in [0, 1), got {value!r}")
+def _real(value: object) -> bool:
+    """Whether a value is a number a float holds: a file may give a bool, NaN, an infinity or an integer of hundreds
+    of digits where a number belongs."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and \
+        -sys.float_info.max <= value <= sys.float_info.max
+
+
+def number(value: object, what: str) -> float:
+    """A finite number; the importers check a file's value with it where they compute with it before it is a
+    layer's (Keras's batch norm momentum, 1 minus the spec's)."""
+    if not _real(value):
+        raise SpecError(f"{what} must be a finite number, got {_shown(value)}")
     return float(value)
 
 
-def _flag(value: object, what: str) -> None:
+def _fraction(value: object, what: str) -> float:
+    if not _real(value) or not 0 <= value < 1:
+        raise SpecError(f"{what} must be a number in [0, 1), got {_shown(value)}")
+    return float(value)
+
+
+def flag(value: object, what: str) -> None:
+    """True or false, never a value read as one (a file's "no" is not true)."""
     if not isinstance(value, bool):
-        raise SpecError(f"{what} must be true or false, got {value!r}")
+        raise SpecError(f"{what} must be true or false, got {_shown(value)}")
 
 
 def _epsilon(value: object, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise SpecError(f"{what} must be a positive number, got {value!r}")
+    if not _real(value) or value <= 0:
+        raise SpecError(f"{what} must be a positive number, got {_shown(value)}")
 
 
 def _image(shape: Shape, layer: str) -> tuple[int, int, int]:
@@ -148,11 +174,11 @@ class Conv2D(_OneInput):
     kind: ClassVar[str] = "conv2d"
 
     def __post_init__(self) -> None:
-        _positive(self.filters, "conv2d.filters")
+        positive(self.filters, "conv2d.filters")
         object.__setattr__(self, "kernel", _axes_size(self.kernel, "conv2d.kernel", 1))
-        _positive(self.stride, "conv2d.stride")
-        _positive(self.groups, "conv2d.groups")
-        _flag(self.bias, "conv2d.bias")
+        positive(self.stride, "conv2d.stride")
+        positive(self.groups, "conv2d.groups")
+        flag(self.bias, "conv2d.bias")
         if not isinstance(self.padding, str) or self.padding not in PADDINGS:
             try:
                 object.__setattr__(self, "padding", _axes_size(self.padding, "conv2d.padding", 0))
@@ -206,13 +232,13 @@ class _Pool2D(_OneInput):
     kind: ClassVar[str]
 
     def __post_init__(self) -> None:
-        _positive(self.pool, f"{self.kind}.pool")
+        positive(self.pool, f"{self.kind}.pool")
         if self.stride:
-            _positive(self.stride, f"{self.kind}.stride")
+            positive(self.stride, f"{self.kind}.stride")
         padding = self.padding
         if isinstance(padding, bool) or not isinstance(padding, int) or not 0 <= padding <= self.pool // 2:
             raise SpecError(f"{self.kind}.padding must be pixels from 0 to half the pool, got {self.padding!r}")
-        _flag(self.ceil_mode, f"{self.kind}.ceil_mode")
+        flag(self.ceil_mode, f"{self.kind}.ceil_mode")
 
     @property
     def step(self) -> int:
@@ -260,7 +286,7 @@ class AvgPool2D(_Pool2D):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _flag(self.count_include_pad, "avgpool2d.count_include_pad")
+        flag(self.count_include_pad, "avgpool2d.count_include_pad")
         if self.ceil_mode and self.count_include_pad:
             raise SpecError("avgpool2d.ceil_mode needs count_include_pad false (with it, torch divides a last window "
                             "by its size clipped to the padded input: a third rule the spec does not have)")
@@ -274,7 +300,7 @@ class GlobalAvgPool(_OneInput):
     kind: ClassVar[str] = "global_avg_pool"
 
     def __post_init__(self) -> None:
-        _flag(self.keepdims, "global_avg_pool.keepdims")
+        flag(self.keepdims, "global_avg_pool.keepdims")
 
     def output_shape(self, shape: Shape) -> Shape:
         channels = _image(shape, self.kind)[2]
@@ -319,10 +345,10 @@ class BatchNorm(_SameShape):
 
     def __post_init__(self) -> None:
         _epsilon(self.epsilon, "batchnorm.epsilon")
-        if isinstance(self.momentum, bool) or not isinstance(self.momentum, (int, float)) or not 0 < self.momentum <= 1:
-            raise SpecError(f"batchnorm.momentum must be a number in (0, 1], got {self.momentum!r}")
-        _flag(self.scale, "batchnorm.scale")
-        _flag(self.center, "batchnorm.center")
+        if not _real(self.momentum) or not 0 < self.momentum <= 1:
+            raise SpecError(f"batchnorm.momentum must be a number in (0, 1], got {_shown(self.momentum)}")
+        flag(self.scale, "batchnorm.scale")
+        flag(self.center, "batchnorm.center")
 
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
         return ({"scale": (shape[-1],)} if self.scale else {}) | ({"offset": (shape[-1],)} if self.center else {})
@@ -338,8 +364,8 @@ class Dense(_OneInput):
     kind: ClassVar[str] = "dense"
 
     def __post_init__(self) -> None:
-        _positive(self.units, "dense.units")
-        _flag(self.bias, "dense.bias")
+        positive(self.units, "dense.units")
+        flag(self.bias, "dense.bias")
 
     def output_shape(self, shape: Shape) -> Shape:
         if len(shape) != 1:
@@ -363,7 +389,7 @@ class Dropout(_SameShape):
 
     def __post_init__(self) -> None:
         _fraction(self.rate, "dropout.rate")
-        _flag(self.per_example, "dropout.per_example")
+        flag(self.per_example, "dropout.per_example")
 
 
 @dataclass(frozen=True)
@@ -421,7 +447,7 @@ class GELU(_SameShape):
     kind: ClassVar[str] = "gelu"
 
     def __post_init__(self) -> None:
-        _flag(self.approximate, "gelu.approximate")
+        flag(self.approximate, "gelu.approximate")
 
 
 @dataclass(frozen=True)
@@ -460,8 +486,7 @@ class Rescale(_SameShape):
 
     def __post_init__(self) -> None:
         for value, what in ((self.scale, "rescale.scale"), (self.offset, "rescale.offset")):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise SpecError(f"{what} must be a finite number, got {value!r}")
+            number(value, what)
 
 
 @dataclass(frozen=True)
@@ -479,9 +504,7 @@ class Normalize(_SameShape):
     def __post_init__(self) -> None:
         for what in ("mean", "variance"):
             values = getattr(self, what)
-            if not isinstance(values, (list, tuple)) or not all(
-                    isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                    for value in values):
+            if not isinstance(values, (list, tuple)) or not all(_real(value) for value in values):
                 raise SpecError(f"normalize.{what} must be a list of numbers, one per channel, got {values!r}")
             object.__setattr__(self, what, tuple(float(value) for value in values))  # JSON gives a list
         if len(self.mean) != len(self.variance) or any(value < 0 for value in self.variance):
@@ -509,10 +532,7 @@ class _Sides(_OneInput):
 
     def __post_init__(self) -> None:
         for side in ("top", "bottom", "left", "right"):
-            value = getattr(self, side)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise SpecError(f"{self.kind}.{side} must be pixels >= 0, got {_shown(value)}")
-            _at_most(value, f"{self.kind}.{side}")
+            pixels(getattr(self, side), f"{self.kind}.{side}")
 
 
 @dataclass(frozen=True)
@@ -555,7 +575,7 @@ class ChannelSlice(_OneInput):
     def __post_init__(self) -> None:
         if isinstance(self.start, bool) or not isinstance(self.start, int) or self.start < 0:
             raise SpecError(f"channel_slice.start must be a channel >= 0, got {_shown(self.start)}")
-        _positive(self.stop, "channel_slice.stop")
+        positive(self.stop, "channel_slice.stop")
         if self.stop <= self.start:
             raise SpecError(f"channel_slice.stop must be past its start {self.start}, got {self.stop}")
 
@@ -575,7 +595,7 @@ class ChannelShuffle(_SameShape):
     kind: ClassVar[str] = "channel_shuffle"
 
     def __post_init__(self) -> None:
-        _positive(self.groups, "channel_shuffle.groups")
+        positive(self.groups, "channel_shuffle.groups")
 
     def output_shape(self, shape: Shape) -> Shape:
         _, _, c = _image(shape, self.kind)
@@ -594,7 +614,7 @@ class Upsample2D(_OneInput):
     kind: ClassVar[str] = "upsample2d"
 
     def __post_init__(self) -> None:
-        _positive(self.scale, "upsample2d.scale")
+        positive(self.scale, "upsample2d.scale")
         if self.interpolation not in INTERPOLATIONS:
             raise SpecError(f"upsample2d.interpolation must be one of {', '.join(INTERPOLATIONS)}, got "
                             f"{self.interpolation!r}")
@@ -616,7 +636,7 @@ class Reshape(_OneInput):
         if not isinstance(self.shape, (list, tuple)) or len(self.shape) not in (1, 3):
             raise SpecError(f"reshape.shape must be a list of 1 or 3 sizes, got {_shown(self.shape)}")
         for size in self.shape:
-            _positive(size, "reshape.shape entries")
+            positive(size, "reshape.shape entries")
         object.__setattr__(self, "shape", tuple(self.shape))  # JSON gives a list; a frozen layer keeps a tuple
 
     def output_shape(self, shape: Shape) -> Shape:
@@ -743,14 +763,14 @@ class ModelSpec:
         if not self.name:
             raise SpecError("a spec needs a non-empty name")
         for size in self.input_shape:
-            _positive(size, "input_shape entries")
+            positive(size, "input_shape entries")
         if len(self.input_shape) not in (1, 3):
             raise SpecError(f"input_shape must be (H, W, C) or (F,), got {self.input_shape}")
         if not self.layers:
             raise SpecError("a spec needs at least one layer")
         if self.loss not in LOSSES:
             raise SpecError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        _positive(self.default_batch, "default_batch")
+        positive(self.default_batch, "default_batch")
         for extra, what in ((self.inputs, "inputs"), (self.names, "names"), (self.blocks, "blocks")):
             if extra is not None and len(extra) != len(self.layers):
                 raise SpecError(f"spec {what} must name one entry per layer")

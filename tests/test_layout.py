@@ -6,8 +6,8 @@ functions and under TYPE_CHECKING too):
   stores, and imports neither the analysis nor the rendering (the derived values are computed where a run is read);
   the analysis renders nothing; the report imports nothing from bench; no arrow runs back up;
 - models/ imports the standard library and models/ only, all but models/importers/, whose readers may use numpy,
-  onnx and onnxscript (the file formats they read); no module outside models/estimate/ and models/importers/
-  reaches into their private (underscore) names;
+  onnx (and protobuf, its messages) and onnxscript (the file formats they read); no module outside models/estimate/
+  and models/importers/ reaches into their private (underscore) names;
 - suites/ never imports a framework or the worker.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("models", "frameworks", "suites")
 # suites/'s folders from the bottom up: an arrow goes down or sideways, never up (__main__.py is above them all)
 SUITE_FLOORS = ("run", "analysis", "report", "bench")
-IMPORTERS_MAY_USE = {"numpy", "onnx", "onnxscript"}
+IMPORTERS_MAY_USE = {"numpy", "onnx", "onnxscript", "google"}  # google: protobuf, what onnx's messages are
 SEALED = ("models.estimate", "models.importers")  # packages whose underscore names are their own
 
 

@@ -7,11 +7,11 @@ only when a file of theirs is read: a worker importing the catalogue never reach
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from models.importers.json_text import parsed_json
 from models.record import regular_file
-from models.spec import MAX_CONFIG_BYTES, MAX_SIZE, ModelSpec, SpecError, written_channels_last
+from models.spec import MAX_CONFIG_BYTES, ModelSpec, SpecError, written_channels_last
 
 
 def load_spec_file(path: str | Path) -> ModelSpec:
@@ -34,16 +34,10 @@ def load_spec_file(path: str | Path) -> ModelSpec:
         raise SpecError(f"spec file {path} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a spec or a Keras "
                         f"config is read up to")
     try:
-        data = json.loads(Path(path).read_text())
+        text = Path(path).read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read spec file {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"spec file {path} is not valid JSON: {exc.msg} at line {exc.lineno}") from exc
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"spec file {path} is not UTF-8 text") from exc
-    except ValueError as exc:  # json reads a number of more digits than Python converts to an int
-        raise SpecError(f"spec file {path} holds a number of more digits than can be read (sizes are at most "
-                        f"{MAX_SIZE:,})") from exc
+    data = parsed_json(text, f"spec file {path}")
     from models.importers.keras_file import is_keras_config, spec_from_keras
 
     if is_keras_config(data):

@@ -21,24 +21,31 @@ halves of a SeparableConv2D `name/depthwise` and `name/pointwise`, an activation
 
 from __future__ import annotations
 
-import json
+import lzma
 import math
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from models.importers.json_text import parsed_json
 from models.spec import (
     INTERPOLATIONS,
     LAYER_TYPES,
     MAX_CONFIG_BYTES,
     MODEL_INPUT,
+    PADDINGS,
     MaxPool2D,
     ModelSpec,
     Shape,
     SpecError,
+    flag,
+    number,
+    pixels,
+    positive,
     same_padding,
 )
 
@@ -69,6 +76,8 @@ LAYER_SCALE = ("keras.src.applications.convnext", "LayerScale")
 # The slice of a Keras layer's weight list that each named part of it holds: SeparableConv2D's
 # [depthwise kernel, pointwise kernel, bias] as a depthwise conv2d and a pointwise one
 PARTS = {"depthwise": slice(0, 1), "pointwise": slice(1, None)}
+# The compressions Python's zipfile reads (Keras writes deflate); a member in another (deflate64 is 9) is refused
+READABLE = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 
 
 class _Refused(Exception):
@@ -85,29 +94,38 @@ def load_keras_file(path: str | Path) -> ModelSpec:
     are not read."""
     try:
         with zipfile.ZipFile(path) as archive:
-            data = json.loads(_entry(archive, "config.json", path))
-            if "metadata.json" in archive.namelist():
-                metadata = json.loads(_entry(archive, "metadata.json", path))
-                data.setdefault("keras_version", metadata.get("keras_version"))
+            data = parsed_json(_member(archive, "config.json", path), f"{path}'s config.json")
+            metadata = parsed_json(_member(archive, "metadata.json", path), f"{path}'s metadata.json") \
+                if "metadata.json" in archive.namelist() else {}
     except OSError as exc:
         raise SpecError(f"cannot read Keras file {path}: {exc.strerror or exc}") from exc
     except (zipfile.BadZipFile, KeyError) as exc:
         raise SpecError(f"{path} is not a saved Keras model (a zip holding config.json)") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: its config.json is not valid JSON") from exc
     if not is_keras_config(data):
         raise SpecError(f"{path}: config.json holds no Sequential or functional Keras model")
+    if not isinstance(metadata, dict):
+        raise SpecError(f"{path}: its metadata.json is not an object (Keras writes its version there)")
+    data.setdefault("keras_version", metadata.get("keras_version"))
     return spec_from_keras(data, str(path))
 
 
-def _entry(archive: zipfile.ZipFile, name: str, path: str | Path) -> bytes:
-    """One file of the zip, refused by its declared size before it is read where it is more than a config may be
-    (a zip holds 2 GiB of JSON in 2 MB); zipfile reads no more than it declares."""
-    size = archive.getinfo(name).file_size
-    if size > MAX_CONFIG_BYTES:
-        raise SpecError(f"{path}: its {name} is {size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a Keras config is "
-                        f"read up to")
-    return archive.read(name)
+def _member(archive: zipfile.ZipFile, name: str, path: str | Path) -> bytes:
+    """A member's bytes: one larger than a config may be is refused by the size it declares before it is read (a zip
+    holds 2 GiB of JSON in 2 MB; zipfile reads no more than it declares), one encrypted or compressed in a way
+    zipfile cannot read by its header, one whose bytes do not decompress to what its header says as corrupted."""
+    info = archive.getinfo(name)
+    if info.file_size > MAX_CONFIG_BYTES:
+        raise SpecError(f"{path}: its {name} is {info.file_size:,} bytes, more than the {MAX_CONFIG_BYTES:,} a Keras "
+                        f"config is read up to")
+    if info.flag_bits & 0x1:
+        raise SpecError(f"{path}: its {name} is encrypted; Keras saves it in the clear")
+    if info.compress_type not in READABLE:
+        raise SpecError(f"{path}: its {name} is compressed by method {info.compress_type}, which Python's zipfile "
+                        f"cannot read (deflate64 is 9); Keras writes deflate")
+    try:
+        return archive.read(info)
+    except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError) as exc:
+        raise SpecError(f"{path}: its {name} is corrupted ({exc})") from exc
 
 
 def spec_from_keras(data: dict, source: str) -> ModelSpec:
@@ -157,8 +175,8 @@ def _activation_name(value: object) -> object:
 
 
 def _pair(value: object) -> list:
-    """Keras's per-axis pair, written as one int or two."""
-    return [value, value] if isinstance(value, int) else list(value)
+    """Keras's per-axis pair, written as one value or a list of two; what each holds is the spec's to check."""
+    return list(value) if isinstance(value, list) else [value, value]
 
 
 def _square(value: object, what: str) -> int:
@@ -166,19 +184,72 @@ def _square(value: object, what: str) -> int:
     pair = _pair(value)
     if len(pair) != 2 or pair[0] != pair[1]:
         raise _Refused(f"{what} {value!r} is not square (the spec has one size for both axes)")
-    return int(pair[0])
+    return positive(pair[0], what)  # checked before the importer computes with it ('same' padding)
 
 
-def _pads(value: object) -> tuple[int, int, int, int]:
+def _pads(value: object, what: str) -> tuple[int, int, int, int]:
     """ZeroPadding2D's padding or Cropping2D's cropping (an int, (height, width), or ((top, bottom), (left, right)))
     per side."""
-    (top, bottom), (left, right) = [_pair(side) for side in _pair(value)]
-    return int(top), int(bottom), int(left), int(right)
+    sides = [_pair(side) for side in _pair(value)]
+    if len(sides) != 2 or any(len(side) != 2 for side in sides):
+        raise _Refused(f"has {what} {value!r}: not an int, (height, width) or ((top, bottom), (left, right))")
+    (top, bottom), (left, right) = ([pixels(size, what) for size in side] for side in sides)  # before it is compared
+    return top, bottom, left, right
+
+
+def _required(config: dict, key: str) -> object:
+    """An option Keras always writes for the layer."""
+    if key not in config:
+        raise _Refused(f"has no {key!r} in its config; Keras writes one")
+    return config[key]
+
+
+def _padding(config: dict) -> str:
+    """A conv's or pool's padding, Keras's 'same' or 'valid' (the spec reads a number as pixels: Keras writes none)."""
+    padding = config.get("padding", "valid")
+    if padding not in PADDINGS:
+        raise _Refused(f"pads {padding!r}; the spec reads Keras's {' and '.join(map(repr, PADDINGS))}")
+    return padding
+
+
+def _layer_name(layer: object, index: int, prefix: str) -> str:
+    """The name of a config's layer, which must be an object with a string class_name and an object config."""
+    where = f"layer #{index} of model {prefix[:-1]!r}" if prefix else f"layer #{index}"
+    if not isinstance(layer, dict) or not isinstance(layer.get("class_name"), str) or \
+            not isinstance(layer.get("config", {}), dict):
+        raise SpecError(f"{where} is not a Keras layer (an object with a class_name and a config object)")
+    name = layer.get("config", {}).get("name") or layer.get("name") or f"layer{index}"
+    if not isinstance(name, str):
+        raise SpecError(f"{where}'s name {name!r} is not a string")
+    return name
+
+
+def _end_layer(ends: object, what: str) -> str | None:
+    """The layer a model's `input_layers` or `output_layers` names (one tensor, [name, 0, 0], or a list of one);
+    None where it names none."""
+    if not ends:
+        return None
+    if isinstance(ends, list) and isinstance(ends[0], list):
+        if len(ends) > 1:
+            raise SpecError(f"the model has {len(ends)} {what}s; a spec has one")
+        ends = ends[0]
+    if not isinstance(ends, list) or not ends or not isinstance(ends[0], str):
+        raise SpecError(f"the model's {what}_layers {ends!r} name no layer")
+    return ends[0]
+
+
+def _history_layer(history: object) -> str:
+    """The layer a Keras 3 tensor's `keras_history` ([layer, node, tensor]) names."""
+    if not isinstance(history, list) or not isinstance(history[0], str):
+        raise _Refused(f"reads a tensor whose keras_history {history!r} names no layer")
+    return history[0]
 
 
 def _inbound(layer: dict) -> list[str]:
     """The names of the layers a functional layer reads, from Keras 3's tensors or Keras 2's node lists."""
     nodes = layer.get("inbound_nodes", [])
+    if not isinstance(nodes, list):
+        raise _Refused(f"has inbound_nodes {nodes!r}, not a list of calls")
     if len(nodes) > 1:
         raise _Refused("the layer is called more than once (shared layers have no counterpart in the spec)")
     if not nodes:
@@ -187,10 +258,10 @@ def _inbound(layer: dict) -> list[str]:
 
     def walk(item: object) -> None:
         if isinstance(item, dict):
-            history = item.get("config", {}).get("keras_history") if item.get("class_name") == "__keras_tensor__" \
-                else None
+            tensor = item.get("config") if item.get("class_name") == "__keras_tensor__" else None
+            history = tensor.get("keras_history") if isinstance(tensor, dict) else None
             if history:
-                found.append(history[0])
+                found.append(_history_layer(history))
             else:
                 for value in item.values():
                     walk(value)
@@ -218,31 +289,42 @@ class _Importer:
     flattened: dict[str, str] = field(default_factory=dict)
     readers: dict[str, list[dict]] = field(default_factory=dict)  # Keras name -> the Keras layers that read it
     padding: dict[str, int] = field(default_factory=dict)  # a folded ZeroPadding2D's pixels, owed to its one reader
+    seen: set[str] = field(default_factory=set)  # the Keras names read so far: each names one layer
     input_shape: Shape | None = None
     output: str = ""  # the Keras name of the model's output layer
     loss: str = "mse"
 
     def spec(self, data: dict) -> ModelSpec:
         config = data["config"]
+        if not isinstance(config, dict):
+            raise SpecError(f"the model's config {config!r} is not an object")
         sequential = data["class_name"] == "Sequential"
-        if sequential and config.get("build_input_shape"):
-            self._input(config["build_input_shape"])
+        if sequential:
+            self.alias[MODEL_INPUT] = MODEL_INPUT  # what its first layer reads
+            if config.get("build_input_shape"):
+                self._input(config["build_input_shape"])
         nodes = self._nodes(config.get("layers", []), sequential)
+        if not nodes:
+            raise SpecError("the model has no layers")
         self.output = self._output_layer(config, nodes, sequential)
+        if self.output not in {name for name, _, _ in nodes}:
+            raise SpecError(f"the model's output names {self.output!r}, none of its layers")
         self.loss = self._loss(data.get("compile_config") or {}, nodes)
         for name, layer, sources in nodes:
             with self._blamed(name, layer):
-                if layer.get("class_name") == "InputLayer":
-                    self._input(layer["config"].get("batch_shape") or layer["config"].get("batch_input_shape"))
+                if layer["class_name"] == "InputLayer":
+                    self._input(layer.get("config", {}).get("batch_shape")
+                                or layer.get("config", {}).get("batch_input_shape"))
                     self.alias[name] = MODEL_INPUT
                 else:
                     if self.input_shape is None:
                         self._input(layer.get("config", {}).get("batch_input_shape"))
                     self._layer(name, layer, sources)
-        out = self.alias.get(self.output, self.output)
+        out = self.alias.get(self.output)
         at = [i for i, entry in enumerate(self.entries) if entry["name"] == out]
-        if at:
-            self.entries.append(self.entries.pop(at[0]))  # the spec's output is its last layer
+        if not at:
+            raise SpecError(f"the model's output {self.output!r} is no layer of it that computes a value")
+        self.entries.append(self.entries.pop(at[0]))  # the spec's output is its last layer
         return ModelSpec.from_dict({"name": config.get("name") or Path(self.source).stem,
                                     "input_shape": list(self.input_shape or ()), "loss": self.loss,
                                     "description": "imported from a Keras model", "layers": self.entries})
@@ -262,9 +344,14 @@ class _Importer:
         """Each Keras layer with its name and the names it reads; who reads whom is known before any is mapped,
         so a ZeroPadding2D knows whether its reader can take it in. A nested model's layers come in its place,
         named `prefix` + their name and reading from `entry` (what the model reads) on."""
+        if not isinstance(layers, list):
+            raise SpecError(f"the {f'model {prefix[:-1]!r}' if prefix else 'model'}'s layers {layers!r} are not a list")
         nodes, previous = [], entry
         for index, layer in enumerate(layers):
-            name = prefix + (layer.get("config", {}).get("name") or layer.get("name") or f"layer{index}")
+            name = prefix + _layer_name(layer, index, prefix)
+            if name in self.seen:
+                raise SpecError(f"two layers are named {name!r}; Keras names each once")
+            self.seen.add(name)
             with self._blamed(name, layer):
                 sources = [previous] if sequential else [self.flattened.get(prefix + source, prefix + source)
                                                          for source in _inbound(layer)]
@@ -296,13 +383,10 @@ class _Importer:
     def _output_layer(self, config: dict, nodes: list[tuple[str, dict, list[str]]], sequential: bool,
                       prefix: str = "") -> str:
         """The node that is the model's output (a nested model's names have its `prefix`); "" for a model of none."""
-        for key, what in (("input_layers", "input"), ("output_layers", "output")):
-            ends = config.get(key)
-            if ends and isinstance(ends[0], list) and len(ends) > 1:
-                raise SpecError(f"the model has {len(ends)} {what}s; a spec has one")
-        outputs = config.get("output_layers")
-        if outputs and not sequential:
-            name = prefix + (outputs[0][0] if isinstance(outputs[0], list) else outputs[0])
+        _end_layer(config.get("input_layers"), "input")
+        output = _end_layer(config.get("output_layers"), "output")
+        if output is not None and not sequential:
+            name = prefix + output
             return self.flattened.get(name, name)
         return nodes[-1][0] if nodes else ""
 
@@ -310,24 +394,35 @@ class _Importer:
         if not isinstance(batch_shape, list) or len(batch_shape) < 2 or not all(isinstance(s, int)
                                                                                  for s in batch_shape[1:]):
             raise SpecError(f"the model's input shape {batch_shape!r} must be known (no None besides the batch)")
-        self.input_shape = tuple(batch_shape[1:])
+        shape = tuple(positive(size, "input_shape entries") for size in batch_shape[1:])  # before any layer's
+        if self.input_shape not in (None, shape):
+            raise SpecError(f"the model has a second input, of shape {batch_shape!r} (the first's is "
+                            f"{list(self.input_shape)}); a spec has one")
+        self.input_shape = shape
         self.shapes[MODEL_INPUT] = self.input_shape
 
     def _loss(self, compile_config: dict, nodes: list[tuple[str, dict, list[str]]]) -> str:
+        if not isinstance(compile_config, dict):
+            raise SpecError(f"the model's compile_config {compile_config!r} is not an object")
         loss = compile_config.get("loss")
         if loss is None:
             output = [layer for name, layer, _ in nodes if name == self.output]
             softmax = output and _activation_name(output[0].get("config", {}).get("activation")) == "softmax"
             return "cross_entropy" if softmax else "mse"
         key = loss.get("class_name") if isinstance(loss, dict) else loss
-        if key not in LOSSES:
+        if not isinstance(key, str) or key not in LOSSES:
             raise SpecError(f"loss {key!r} has no counterpart in the spec (mean squared error and categorical "
                             f"cross-entropy do)")
         return LOSSES[key]
 
     def _emit(self, name: str, kind: str, inputs: list[str], **options: object) -> str:
-        """Adds one spec layer, checking its shapes now so an error names this layer."""
-        shape = LAYER_TYPES[kind](**options).output_shape(*(self.shapes[s] for s in inputs))
+        """Adds one spec layer, checking its options, inputs and shapes now so an error names this layer."""
+        layer = LAYER_TYPES[kind](**options)
+        least, most = layer.arity
+        if not least <= len(inputs) <= (most or len(inputs)):
+            raise _Refused(f"reads {len(inputs)} tensors; the spec's {kind} reads "
+                           f"{'one' if most == 1 else f'at least {least}'}")
+        shape = layer.output_shape(*(self.shapes[s] for s in inputs))
         if name in self.shapes:  # a Keras layer named as the model's input: the suffix keeps its Keras name readable
             name += "/"
         self.entries.append({"type": kind, "name": name, "inputs": inputs, **options})
@@ -341,7 +436,7 @@ class _Importer:
         activation = _activation_name(value)
         if activation == "softmax" and name == self.output and self.loss == "cross_entropy":
             return None
-        if activation not in ACTIVATIONS:
+        if not isinstance(activation, str) or activation not in ACTIVATIONS:
             raise _Refused(f"uses activation {activation!r}, which has no counterpart in the spec (relu, relu6, silu, "
                            f"sigmoid, hard_sigmoid, hard_silu, gelu, linear do, and softmax on a classifier's output)")
         if activation == "hard_sigmoid" and self.keras_version.startswith("2."):
@@ -350,7 +445,11 @@ class _Importer:
         return ACTIVATIONS[activation]
 
     def _layer(self, name: str, layer: dict, sources: list[str]) -> None:
-        kind, config = layer.get("class_name"), layer.get("config", {})
+        kind, config = layer["class_name"], layer.get("config", {})
+        unknown = [source for source in sources if source not in self.alias]
+        if unknown or not sources:
+            raise _Refused(f"reads {unknown[0]!r}, which no layer before it computes (none is named so, or it reads "
+                           f"this one)" if unknown else "reads no tensor")
         if config.get("data_format", "channels_last") != "channels_last":
             raise _Refused("is channels-first; the spec is channels-last")
         owed = self.padding.get(sources[0]) if len(sources) == 1 else None
@@ -358,7 +457,7 @@ class _Importer:
         if str(layer.get("module", "")).startswith("keras.src.ops"):
             out = self._operation(name, kind, layer, inputs)
         elif (layer.get("module"), kind) == RESIDUAL_SCALE and len(inputs) == 2:  # the branch rescaled, then added
-            scaled = self._emit(f"{name}/scale", "rescale", inputs[1:], scale=float(config["scale"]))
+            scaled = self._emit(f"{name}/scale", "rescale", inputs[1:], scale=_required(config, "scale"))
             out = self._emit(name, "add", [inputs[0], scaled])
         elif (layer.get("module"), kind) == LAYER_SCALE:
             if config.get("projection_dim") != self.shapes[inputs[0]][-1]:
@@ -376,14 +475,16 @@ class _Importer:
     def _operation(self, name: str, kind: str, layer: dict, inputs: list[str]) -> str:
         """A keras.ops call on one tensor and one number (OPERATIONS) as the spec's rescale, or on two tensors
         (JOINS) as its add or multiply."""
-        args = (layer.get("inbound_nodes") or [{}])[0].get("args", [])
-        numbers = [arg for arg in args if isinstance(arg, (int, float)) and not isinstance(arg, bool)]
+        node = (layer.get("inbound_nodes") or [{}])[0]
+        args = node.get("args", []) if isinstance(node, dict) else []
+        numbers = [arg for arg in (args if isinstance(args, list) else [])
+                   if isinstance(arg, (int, float)) and not isinstance(arg, bool)]
         if kind in JOINS and len(inputs) == 2 and not numbers:
             return self._emit(name, JOINS[kind], inputs)
         if kind not in OPERATIONS or len(inputs) != 1 or len(numbers) != 1:
             raise _Refused(f"is keras.ops' {kind} of {len(inputs)} tensors and {len(numbers)} numbers; the spec has a "
                            f"tensor plus or times a number (a rescale), and the sum or product of two tensors")
-        return self._emit(name, "rescale", inputs, **{OPERATIONS[kind]: float(numbers[0])})
+        return self._emit(name, "rescale", inputs, **{OPERATIONS[kind]: numbers[0]})
 
     def _norm_over_channels(self, config: dict, source: str, layer: str, option: str, doing: str,
                             learned: tuple[str, ...] = ("center", "scale")) -> None:
@@ -392,6 +493,9 @@ class _Importer:
         if not self._last_axis(config.get("axis", -1), source):
             raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's {layer} is over the channel (last) "
                            f"axis")
+        for name in learned:
+            flag(config.get(name, True), name)
+        flag(config.get(option, False), option)
         if not all(config.get(name, True) for name in learned) or config.get(option):
             raise _Refused(f"drops its scale or offset, or {doing}; the spec's {layer} has both and does not")
 
@@ -409,7 +513,9 @@ class _Importer:
             return False
         if kind in CONVS:
             return True
-        fits = pixels <= min(_pair(config.get("pool_size", 2))) // 2  # the spec's pools pad at most half a window
+        sizes = _pair(config.get("pool_size", 2))  # what is not sizes is for the pool to refuse
+        fits = bool(sizes) and all(isinstance(size, int) for size in sizes) and pixels <= min(sizes) // 2  # at most
+        # half a window: the spec's pools pad no more
         return fits and (kind == "AveragePooling2D" or kind == "MaxPooling2D" and self.kinds.get(source) in NONNEGATIVE)
 
     def _same_pool_padding(self, source: str, pool: int, stride: int) -> tuple[int, bool]:
@@ -443,7 +549,7 @@ class _Importer:
         if kind in ("BatchNormalization", "LayerNormalization", "Normalization"):
             return self._normalization(name, kind, config, inputs)
         if kind == "Dense":
-            units, bias = int(config["units"]), bool(config.get("use_bias", True))
+            units, bias = _required(config, "units"), config.get("use_bias", True)
             if len(self.shapes[inputs[0]]) == 3:  # on each pixel's channels: a 1x1 conv's weights and arithmetic
                 return self._emit(name, "conv2d", inputs, filters=units, kernel=1, padding="valid", bias=bias)
             return self._emit(name, "dense", inputs, units=units, bias=bias)
@@ -463,7 +569,7 @@ class _Importer:
 
     def _zero_padding(self, name: str, config: dict, inputs: list[str]) -> str:
         """A ZeroPadding2D: owed to its sole reader where that layer can pad alike on every side, else zeropad2d."""
-        top, bottom, left, right = _pads(config["padding"])
+        top, bottom, left, right = _pads(_required(config, "padding"), "padding")
         readers = self.readers.get(name, [])
         if len({top, bottom, left, right}) == 1 and len(readers) == 1 \
                 and self._takes_padding(readers[0], top, inputs[0]):
@@ -473,9 +579,10 @@ class _Importer:
 
     def _pool(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
         """A max or average pool, with the padding it was owed or its 'same' padding."""
-        pool = _square(config["pool_size"], "pool_size")
-        stride = _square(config.get("strides") or pool, "strides")
-        same = config.get("padding", "valid") == "same"
+        pool = _square(_required(config, "pool_size"), "pool_size")
+        strides = config.get("strides")  # None: the pool's size, Keras's default
+        stride = _square(pool if strides is None else strides, "strides")
+        same = _padding(config) == "same"
         padding, ceil_mode = self._same_pool_padding(inputs[0], pool, stride) if same else (owed or 0, False)
         if kind == "MaxPooling2D":
             return self._emit(name, "maxpool2d", inputs, pool=pool, stride=stride, padding=padding,
@@ -488,12 +595,12 @@ class _Importer:
         """Batch norm, layer norm or a Normalization layer, each only over the channel (last) axis."""
         if kind == "BatchNormalization":
             self._norm_over_channels(config, inputs[0], "batch norm", "renorm", "renormalizes", learned=())
-            return self._emit(name, "batchnorm", inputs, epsilon=float(config.get("epsilon", 1e-3)),
-                              momentum=round(1 - float(config.get("momentum", 0.99)), 12),
-                              scale=bool(config.get("scale", True)), center=bool(config.get("center", True)))
+            return self._emit(name, "batchnorm", inputs, epsilon=config.get("epsilon", 1e-3),
+                              momentum=round(1 - number(config.get("momentum", 0.99), "momentum"), 12),
+                              scale=config.get("scale", True), center=config.get("center", True))
         if kind == "LayerNormalization":
             self._norm_over_channels(config, inputs[0], "layernorm", "rms_scaling", "scales by the RMS")
-            return self._emit(name, "layernorm", inputs, epsilon=float(config.get("epsilon", 1e-3)))
+            return self._emit(name, "layernorm", inputs, epsilon=config.get("epsilon", 1e-3))
         if not self._last_axis(config.get("axis", -1), inputs[0]) or config.get("invert"):
             raise _Refused(f"normalizes axis {config.get('axis')!r} or inverts; the spec's normalize is over the "
                            f"channel (last) axis and does not invert")
@@ -515,7 +622,7 @@ class _Importer:
             if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in (scale, offset)):
                 raise _Refused(f"scales by {scale!r} and offsets by {offset!r}, per channel; the spec's rescale "
                                f"takes one number for each")
-            return self._emit(name, "rescale", inputs, scale=float(scale), offset=float(offset))
+            return self._emit(name, "rescale", inputs, scale=scale, offset=offset)
         if kind == "UpSampling2D":
             interpolation = config.get("interpolation", "nearest")
             if interpolation not in INTERPOLATIONS:
@@ -523,19 +630,20 @@ class _Importer:
             return self._emit(name, "upsample2d", inputs, scale=_square(config.get("size", 2), "size"),
                               interpolation=interpolation)
         if kind == "Cropping2D":
-            top, bottom, left, right = _pads(config["cropping"])
+            top, bottom, left, right = _pads(_required(config, "cropping"), "cropping")
             return self._emit(name, "crop2d", inputs, top=top, bottom=bottom, left=left, right=right)
         if kind == "Reshape":
-            return self._emit(name, "reshape", inputs, shape=self._target_shape(config["target_shape"], inputs[0]))
+            return self._emit(name, "reshape", inputs, shape=self._target_shape(_required(config, "target_shape"),
+                                                                                 inputs[0]))
         if kind == "AdaptiveAveragePooling2D":
-            return self._emit(name, "adaptive_avgpool2d", inputs, size=_pair(config["output_size"]))
+            return self._emit(name, "adaptive_avgpool2d", inputs, size=_pair(_required(config, "output_size")))
         if kind == "GlobalAveragePooling2D":
-            return self._emit(name, "global_avg_pool", inputs, keepdims=bool(config.get("keepdims", False)))
+            return self._emit(name, "global_avg_pool", inputs, keepdims=config.get("keepdims", False))
         noise, rank = config.get("noise_shape"), len(self.shapes[inputs[0]])
-        if noise is not None and list(noise) != [None] + [1] * rank:
+        if noise is not None and noise != [None] + [1] * rank:
             raise _Refused(f"draws its mask with noise_shape {noise!r}; the spec's dropout draws one per value, "
                            f"or one per example ({[None] + [1] * rank!r})")
-        return self._emit(name, "dropout", inputs, rate=float(config.get("rate", 0.5)), per_example=noise is not None)
+        return self._emit(name, "dropout", inputs, rate=config.get("rate", 0.5), per_example=noise is not None)
 
     def _joined(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """Flatten and the layers that join tensors: add, multiply and concat (over the channels only)."""
@@ -549,27 +657,29 @@ class _Importer:
         without bias, then a 1x1 conv holding the layer's bias."""
         if _square(config.get("dilation_rate", 1), "dilation_rate") != 1:
             raise _Refused("is dilated; the spec's conv2d is not")
-        window = {"kernel": [int(size) for size in _pair(config["kernel_size"])],  # Inception's 1x7 too
+        window = {"kernel": _pair(_required(config, "kernel_size")),  # Inception's 1x7 too
                   "stride": _square(config.get("strides", 1), "strides"),
-                  "padding": config.get("padding", "valid") if owed is None else owed}
-        bias = bool(config.get("use_bias", True))
+                  "padding": _padding(config) if owed is None else owed}
+        bias = config.get("use_bias", True)
         if kind == "Conv2D":
-            return self._emit(name, "conv2d", inputs, filters=int(config["filters"]),
-                              groups=int(config.get("groups", 1)), bias=bias, **window)
+            return self._emit(name, "conv2d", inputs, filters=_required(config, "filters"),
+                              groups=config.get("groups", 1), bias=bias, **window)
         channels = self.shapes[inputs[0]][-1]
-        depthwise = {"filters": channels * int(config.get("depth_multiplier", 1)), "groups": channels, **window}
+        multiplier = positive(config.get("depth_multiplier", 1), "depth_multiplier")
+        depthwise = {"filters": channels * multiplier, "groups": channels, **window}
         if kind == "DepthwiseConv2D":
             return self._emit(name, "conv2d", inputs, bias=bias, **depthwise)
         half = self._emit(f"{name}/depthwise", "conv2d", inputs, bias=False, **depthwise)
-        return self._emit(f"{name}/pointwise", "conv2d", [half], filters=int(config["filters"]), kernel=1,
+        return self._emit(f"{name}/pointwise", "conv2d", [half], filters=_required(config, "filters"), kernel=1,
                           padding="valid", bias=bias)
 
     def _target_shape(self, target: list, source: str) -> list[int]:
         """Reshape's target with its one -1 worked out; only the spec's ranks, (F,) and (H, W, C)."""
-        target = list(target)
-        if len(target) not in (1, 3):
+        if not isinstance(target, list) or len(target) not in (1, 3):
             raise _Refused(f"reshapes to {target!r}; the spec's shapes are (F,) or (H, W, C)")
+        target = list(target)
         if -1 in target:
-            known = -math.prod(target)
-            target[target.index(-1)] = math.prod(self.shapes[source]) // max(known, 1)
+            at = target.index(-1)
+            known = math.prod(positive(size, "target_shape entries") for i, size in enumerate(target) if i != at)
+            target[at] = math.prod(self.shapes[source]) // known
         return target

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from models.importers.onnx_folding import NUMBERS
+
 MASK_OPS = {"Div", "CastLike", "Cast", "Less", "RandomUniformLike", "Expand", "Shape", "Concat", "Reshape",
             "Squeeze", "Unsqueeze"}  # what torch's bernoulli and its mask's shape are written with
 
@@ -66,9 +68,9 @@ def dropout_mask(mul: onnx.NodeProto, producer: dict[str, onnx.NodeProto], reade
         less = next(node for node in chain if node.op_type == "Less")
         draw = next(node for node in chain if node.op_type == "RandomUniformLike")
         attributes = {attribute.name: onnx.helper.get_attribute_value(attribute) for attribute in draw.attribute}
-        keep = _scalar(less.input[1], producer, constants)
+        keep, scale = _scalar(less.input[1], producer, constants), _scalar(divide.input[1], producer, constants)
         if less.input[0] != draw.output[0] or (attributes.get("low", 0.0), attributes.get("high", 1.0)) != (0, 1) or \
-                keep is None or not np.isclose(keep, float(constants[divide.input[1]]), rtol=1e-6):
+                keep is None or scale is None or not np.isclose(keep, scale, rtol=1e-6):
             continue
         drawn = constants.get(draw.input[0])  # the mask's shape at batch 1, where it is (N, 1, 1, 1)
         per_example = drawn is not None and drawn.ndim > 1 and all(size == 1 for size in drawn.shape[1:])
@@ -84,4 +86,5 @@ def _scalar(tensor: str, producer: dict[str, onnx.NodeProto], constants: dict[st
     if tensor not in constants and node is not None and node.op_type == "CastLike":
         tensor = node.input[0]
     value = constants.get(tensor)
-    return float(value) if value is not None and value.size == 1 else None
+    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 and value.dtype.kind in NUMBERS \
+        else None

@@ -24,21 +24,34 @@ The loss: ONNX has none. A Softmax or LogSoftmax over class scores at the output
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 
 from models.importers import onnx_adaptive_pool
 from models.importers.onnx_channels import SHUFFLE_PERM, channel_bounds, chunked, shuffle_tail
+from models.importers.onnx_checks import malformed
 from models.importers.onnx_dropout import DropoutMask, dropout_mask
 from models.importers.onnx_external import array, read_model
-from models.importers.onnx_folding import computed_constants, constant_value
+from models.importers.onnx_folding import NUMBERS, computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
 from models.importers.onnx_graph import feeding
-from models.spec import LAYER_TYPES, MODEL_INPUT, MaxPool2D, ModelSpec, Shape, SpecError, same_padding
+from models.spec import (
+    LAYER_TYPES,
+    MAX_SIZE,
+    MODEL_INPUT,
+    MaxPool2D,
+    ModelSpec,
+    Shape,
+    SpecError,
+    positive,
+    same_padding,
+)
 
 MIN_OPSET = 13
 # How the ONNX tensor's axes (batch left out) hold the spec's value: a channels-first image (C, H, W) of the
@@ -143,8 +156,9 @@ def _read(path: str | Path, values: bool) -> onnx.ModelProto:
         return read_model(path, values)
     except OSError as exc:
         raise SpecError(f"cannot read ONNX file {path}: {exc.strerror or exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends: any unreadable file is one line
-        raise SpecError(f"{path} is not an ONNX model ({type(exc).__name__})") from exc
+    except (DecodeError, onnx.checker.ValidationError, ValueError) as exc:  # its bytes, its external data's place
+        # (outside its folder, a link), or that data's offset or length (not a number)
+        raise SpecError(f"{path} is not an ONNX model ({type(exc).__name__}: {' '.join(str(exc).split())})") from exc
 
 
 def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
@@ -152,10 +166,17 @@ def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
     if opset < MIN_OPSET:
         raise SpecError(f"{source}: uses ONNX opset {opset}; the importer reads opset {MIN_OPSET} and later "
                         f"(onnx.version_converter converts)")
+    wrong = malformed(model)
+    if wrong:
+        raise SpecError(f"{source}: {wrong}")
     fused = fused_batch_norm(model)
     if fused:
         raise SpecError(f"{source}: {fused}")
-    return _Importer(source, name, model, *computed_constants(model), opset)
+    try:
+        computed, known = computed_constants(model)
+    except SpecError as exc:
+        raise SpecError(f"{source}: {exc}") from exc
+    return _Importer(source, name, model, computed, known, opset)
 
 
 def _attributes(node: onnx.NodeProto) -> dict[str, object]:
@@ -170,7 +191,7 @@ def _square(values: list[int], what: str) -> int:
     """ONNX's per-axis list as the spec's one size; a non-square one has no counterpart."""
     if len(values) != 2 or values[0] != values[1]:
         raise _Refused(f"has {what} {list(values)}, not square (the spec has one size for both axes)")
-    return int(values[0])
+    return positive(int(values[0]), what)  # checked before the importer computes with it (its padding)
 
 
 def _per_axis(size: int | tuple[int, ...]) -> tuple[int, ...]:
@@ -293,10 +314,10 @@ class _Importer:
             raise SpecError(f"{self.source}: the graph has {len(inputs)} inputs; a spec has one")
         dims = inputs[0].type.tensor_type.shape.dim
         sizes = [dim.dim_value if dim.HasField("dim_value") else None for dim in dims]
-        if len(sizes) not in (2, 4) or not all(size and size > 0 for size in sizes[1:]):
+        if len(sizes) not in (2, 4) or not all(size and 0 < size <= MAX_SIZE for size in sizes[1:]):
             shown = [size or dim.dim_param or "?" for size, dim in zip(sizes, dims, strict=True)]
             raise SpecError(f"{self.source}: the input {inputs[0].name!r} has shape {shown}; the importer reads "
-                            f"(N, C, H, W) or (N, F) with all but the batch known")
+                            f"(N, C, H, W) or (N, F) with all but the batch known (and at most {MAX_SIZE:,})")
         self.shapes[MODEL_INPUT] = (*sizes[2:], sizes[1]) if len(sizes) == 4 else (sizes[1],)
         self.tensors[inputs[0].name] = _Tensor(MODEL_INPUT, FIRST if len(sizes) == 4 else SAME)
 
@@ -311,13 +332,24 @@ class _Importer:
             raise _Refused(f"reads {name!r}, which comes from no mapped node")
         return self.tensors[name]
 
-    def _constant(self, node: onnx.NodeProto, position: int, what: str) -> np.ndarray | None:
-        """A node's constant input (None when the optional input is left out)."""
+    def _constant(self, node: onnx.NodeProto, position: int, what: str, integers: bool = False) -> np.ndarray | None:
+        """A node's constant input (None when the optional input is left out): numbers, or with `integers` whole
+        numbers, never a file's strings (or floats where sizes go) read as them."""
         if position >= len(node.input) or not node.input[position]:
             return None
         if node.input[position] not in self.constants:
             raise _Refused(f"computes its {what} ({node.input[position]!r}); the importer needs it constant")
-        return self.constants[node.input[position]]
+        value = self.constants[node.input[position]]
+        if value.dtype.kind not in ("iu" if integers else NUMBERS):
+            raise _Refused(f"has a {what} of {value.dtype}; the importer reads {'integers' if integers else 'numbers'}")
+        return value
+
+    def _scalar(self, node: onnx.NodeProto, position: int, what: str, integers: bool = False) -> float | int | None:
+        """A node's constant input that is one number (None when the optional input is left out)."""
+        value = self._constant(node, position, what, integers)
+        if value is not None and value.size != 1:
+            raise _Refused(f"has a {what} of shape {list(value.shape)}; the importer reads one number")
+        return None if value is None else value.reshape(-1)[0].item()
 
     def _image_shape(self, value: _Tensor) -> Shape:
         """The spec's (H, W, C) of a channels-first image; other layouts have no Conv or pool."""
@@ -366,8 +398,8 @@ class _Importer:
         if auto == "VALID":
             return (0, 0, 0, 0)
         pads = list(attributes.get("pads", [0, 0, 0, 0]))
-        if min(pads) < 0:
-            raise _Refused(f"has negative pads {pads}")
+        if len(pads) != 4 or min(pads) < 0:
+            raise _Refused(f"has pads {pads}; the importer reads four (top, left, bottom, right), none negative")
         return (pads[0], pads[2], pads[1], pads[3])
 
     # -- the nodes ---------------------------------------------------------------------------------------------
@@ -441,7 +473,7 @@ class _Importer:
             raise _Refused("outputs its mask; the spec's dropout does not")
         value = self._value(node, 0)
         if node.op_type == "Dropout":
-            ratio = self._constant(node, 1, "ratio")
+            ratio = self._scalar(node, 1, "ratio")
             rate = 0.5 if ratio is None else _float(ratio)
             self._set(node, self._emit(label, "dropout", [value.spec], rate=rate), value.layout)
         else:
@@ -466,7 +498,7 @@ class _Importer:
     def _clip(self, node: onnx.NodeProto, label: str) -> None:
         """Clip as the spec's relu (0, None) or relu6 (0, 6), the only bounds it has."""
         value = self._value(node, 0)
-        low, high = self._constant(node, 1, "min"), self._constant(node, 2, "max")
+        low, high = self._scalar(node, 1, "min"), self._scalar(node, 2, "max")
         bounds = (None if low is None else _float(low), None if high is None else _float(high))
         if bounds not in ((0.0, 6.0), (0.0, None)):
             raise _Refused(f"clips to {bounds}; the spec has relu (0, None) and relu6 (0, 6)")
@@ -528,7 +560,7 @@ class _Importer:
         if node.op_type == "ReduceMean":
             axes = attributes.get("axes")
             if axes is None:  # opset 18 on: an input
-                given = self._constant(node, 1, "axes")
+                given = self._constant(node, 1, "axes", integers=True)
                 axes = [] if given is None else given.reshape(-1).tolist()
             if sorted(_axis(int(a), 4) for a in axes) != [2, 3]:
                 raise _Refused(f"averages axes {axes}; the spec's global_avg_pool averages H and W (2, 3)")
@@ -585,7 +617,9 @@ class _Importer:
             raise _Refused("has no 2-D kernel; the spec's conv2d is 2-D")
         if any(d != 1 for d in attributes.get("dilations", [1, 1])):
             raise _Refused("is dilated; the spec's conv2d is not")
-        kernel = tuple(int(size) for size in attributes.get("kernel_shape", weight.shape[2:]))
+        kernel = tuple(positive(int(size), "kernel_shape") for size in attributes.get("kernel_shape", weight.shape[2:]))
+        if len(kernel) != 2:
+            raise _Refused(f"has kernel_shape {list(kernel)}; the spec's conv2d is 2-D")
         stride = _square(list(attributes.get("strides", [1, 1])), "strides")
         owed = self.padding.pop(node.input[0], (0, 0, 0, 0))  # a Pad before it: `value` is the tensor it padded
         own = self._pads(attributes, (image[0] + owed[0] + owed[1], image[1] + owed[2] + owed[3]), kernel, stride)
@@ -649,6 +683,8 @@ class _Importer:
                 bias_node = add
                 bias = self._constant(add, list(add.input).index(other), "bias")
         if isinstance(value.layout, tuple):  # a flattened (C, H, W) map: the rows to the spec's (H, W, C) order
+            if kernel.shape[0] != math.prod(value.layout):
+                raise _Refused(f"multiplies {math.prod(value.layout)} values by a matrix of {kernel.shape[0]} rows")
             kernel = _rows_to_last(kernel, value.layout)
         bias_weights = {} if bias is None else {"bias": bias.reshape(-1)}
         if on_pixels:
@@ -713,13 +749,13 @@ class _Importer:
     def _target(self, node: onnx.NodeProto, attributes: dict, onnx_shape: Shape) -> list[int]:
         """A Reshape's constant target sizes, the batch left out: a 0 copied from `onnx_shape` (unless allowzero),
         a -1 worked out."""
-        target = self._constant(node, 1, "shape")
+        target = self._constant(node, 1, "shape", integers=True)
         sizes = [int(size) for size in target.reshape(-1)][1:] if target is not None else []
         if not attributes.get("allowzero"):
             sizes = [onnx_shape[i] if size == 0 and i < len(onnx_shape) else size for i, size in enumerate(sizes)]
         if sizes.count(-1) == 1:
-            known = int(np.prod([size for size in sizes if size != -1]))
-            sizes[sizes.index(-1)] = int(np.prod(onnx_shape)) // max(known, 1)
+            known = math.prod(size for size in sizes if size != -1)
+            sizes[sizes.index(-1)] = math.prod(onnx_shape) // max(known, 1)
         return sizes
 
     def _reshape(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
@@ -730,10 +766,10 @@ class _Importer:
         shape = self.shapes[value.spec]
         onnx_shape = (shape[2], *shape[:2]) if value.layout == FIRST else shape
         sizes = self._target(node, attributes, onnx_shape)
-        target = self._constant(node, 1, "shape")
+        target = self._constant(node, 1, "shape", integers=True)
         if target is not None and target.reshape(-1).tolist() == [-1]:
             self._strided_restore(node, value, onnx_shape)
-        elif sizes == [int(np.prod(shape))]:
+        elif sizes == [math.prod(shape)]:
             self._flatten(node, label)
         elif len(shape) == 1 and not isinstance(value.layout, tuple) and sizes in ([shape[0], 1, 1],
                                                                                   [1, 1, shape[0]]):
@@ -765,7 +801,7 @@ class _Importer:
         values in their own order, at batch 1 and at batch 2 alike, it gives back the tensor it read: no layer."""
         gather = self._sole_reader(node.output[0], "Gather")
         indices = self.constants.get(gather.input[1]) if gather is not None else None
-        size = int(np.prod(shape))
+        size = math.prod(shape)
 
         def restores(found: np.ndarray | None, batch: int) -> bool:
             return found is not None and found.shape == (batch, *shape) and np.array_equal(
@@ -782,8 +818,8 @@ class _Importer:
         """Zeros around H and W: taken in by the Conv that is its one reader, else a zeropad2d layer."""
         value = self._value(node, 0)
         self._image_shape(value)
-        pads, fill = self._constant(node, 1, "pads"), self._constant(node, 2, "constant value")
-        axes = self._constant(node, 3, "axes")
+        pads, fill = self._constant(node, 1, "pads", integers=True), self._scalar(node, 2, "constant value")
+        axes = self._constant(node, 3, "axes", integers=True)
         if _text(attributes.get("mode", "constant")) != "constant" or (fill is not None and float(fill) != 0):
             raise _Refused("pads with other than zeros; the spec's zeropad2d pads zeros")
         pads = [int(pad) for pad in pads.reshape(-1)] if pads is not None else []
@@ -806,8 +842,10 @@ class _Importer:
         step 1."""
         value = self._value(node, 0)
         height, width, channels = self._image_shape(value)
-        starts, ends = self._constant(node, 1, "starts"), self._constant(node, 2, "ends")
-        axes, steps = self._constant(node, 3, "axes"), self._constant(node, 4, "steps")
+        starts, ends = self._constant(node, 1, "starts", integers=True), self._constant(node, 2, "ends", integers=True)
+        axes, steps = self._constant(node, 3, "axes", integers=True), self._constant(node, 4, "steps", integers=True)
+        if starts is None or ends is None:
+            raise _Refused("leaves out its starts or ends")
         starts, ends = [int(start) for start in starts.reshape(-1)], [int(end) for end in ends.reshape(-1)]
         axes = [_axis(int(a), 4) for a in axes.reshape(-1)] if axes is not None else list(range(len(starts)))
         steps = [int(step) for step in steps.reshape(-1)] if steps is not None else [1] * len(starts)
@@ -836,7 +874,7 @@ class _Importer:
         if _axis(int(attributes.get("axis", 0)), 4) != 1:
             raise _Refused(f"splits axis {attributes.get('axis', 0)}; the spec's channel_slice takes the channels "
                            f"(axis 1) of a channels-first image")
-        split = self._constant(node, 1, "split")
+        split = self._constant(node, 1, "split", integers=True)
         if node.op_type == "Split":
             parts = int(attributes.get("num_outputs", len(node.output)))
             sizes = chunked(channels, -(-channels // parts)) if split is None else split.reshape(-1).tolist()
@@ -862,7 +900,9 @@ class _Importer:
         if node.input[0] not in self.sequences:
             raise _Refused(f"reads {node.input[0]!r}, which is no mapped SplitToSequence of the channels")
         value, bounds = self.sequences[node.input[0]]
-        position = int(self._constant(node, 1, "position"))
+        position = self._scalar(node, 1, "position", integers=True)
+        if position is None:
+            raise _Refused("leaves out its position")
         if not -len(bounds) <= position < len(bounds):
             raise _Refused(f"reads part {position} of {len(bounds)}")
         start, stop = bounds[position]
@@ -874,7 +914,7 @@ class _Importer:
         mode, where = _text(attributes.get("mode", "nearest")), _text(attributes.get("coordinate_transformation_mode",
                                                                                      "half_pixel"))
         nearest = _text(attributes.get("nearest_mode", "round_prefer_floor"))
-        scales, sizes = self._constant(node, 2, "scales"), self._constant(node, 3, "sizes")
+        scales, sizes = self._constant(node, 2, "scales"), self._constant(node, 3, "sizes", integers=True)
         if attributes.get("axes") is not None or attributes.get("antialias"):
             raise _Refused("names its axes or antialiases; the importer reads plain 4-D scales or sizes")
         if scales is not None and scales.size:

@@ -17,6 +17,13 @@ import onnx
 from onnx import numpy_helper
 
 from models.importers.onnx_external import array, as_inputs
+from models.spec import SpecError
+
+# numpy's kinds of arrays of numbers: bool, ints, floats, and V for ml_dtypes' (bfloat16, float8, int4); not strings
+# (O) nor complex numbers (c), which a file may hold where a number belongs
+NUMBERS = "biufV"
+# How onnxscript's folder begins the RuntimeError it raises in place of whatever its evaluator of a node raised
+FOLDING_FAILED = "Error during constant folding for node"
 
 
 def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
@@ -53,7 +60,13 @@ def computed_constants(model: onnx.ModelProto, batch: int = 1) -> tuple[dict[str
         dims = tensor.type.tensor_type.shape.dim
         if tensor.name not in weights and dims and not dims[0].HasField("dim_value"):
             dims[0].dim_value = batch  # what a shape computed from the batch size holds at that size
-    fold_constants(folded, onnx_shape_inference=True)
+    try:
+        fold_constants(folded, onnx_shape_inference=True)
+    except RuntimeError as exc:  # a value the node's op cannot take (a float where a position goes): one line
+        if not str(exc).startswith(FOLDING_FAILED):
+            raise
+        raise SpecError(f"its arithmetic on constants cannot be computed: {exc}: "
+                        f"{' '.join(str(exc.__cause__).split())}") from exc
     # an Identity of a constant is the exporter's alias of a parameter (the importer follows it), not arithmetic
     computed = {output for node in model.graph.node if node.op_type not in ("Constant", "Identity")
                 for output in node.output if output}
