@@ -19,12 +19,15 @@ On the CPU a device row that is exactly a row of `FAULTS` is skipped (it runs th
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
+import math
 import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -54,6 +57,8 @@ from suites.run.orchestrator import ALLOCATOR_GRACE_S, POLL_S
 from suites.run.pieces import STATE
 from suites.run.registry import ROOT
 from tests.conftest import gone
+from tests.test_fuzz_importers import keras_convnet, keras_tensor
+from tests.test_onnx_import import residual_net
 
 
 def probe(framework: str = "torch", device: str = "cpu") -> list[str]:
@@ -961,6 +966,157 @@ def special_files(base: Path) -> None:
     for words, ending in zip(said.values(), endings, strict=True):
         _one_line_refusal(ending, words)
         _clean(ending)  # the bench's lock gone with it
+def _refused_in_one_line(base: Path, cases: dict[str, tuple[Path, str]]) -> None:
+    """Each file refused by the importer the command line calls, in one line naming the file and saying what is
+    wrong (here in this process: many files, no start-up each); then the first through the command line, which prints
+    that line alone and exits 2, no worker started."""
+    for name, (path, said) in cases.items():
+        with pytest.raises(SpecError) as refused:
+            load_spec_file(path)
+        message = str(refused.value)
+        assert "\n" not in message and str(path) in message and said in message, (name, message)
+    path, said = next(iter(cases.values()))
+    ending = run(base, ["estimate", "--model-file", str(path), "--device", "cpu"])
+    assert ending.code == 2 and ending.output.count("\n") == 1 and said in ending.output, ending.output
+    assert not ending.workers
+
+
+def _keras_layer(net: dict, name: str) -> dict:
+    return next(layer for layer in net["config"]["layers"] if layer["name"] == name)
+
+
+def _keras_files(base: Path, changes: dict[str, tuple[Callable[[dict], object], str]]) -> dict[str, tuple[Path, str]]:
+    """The fuzz test's Keras net (`keras_convnet`) as to_json() writes it, once per change, with what its refusal
+    says."""
+    cases = {}
+    for name, (change, said) in changes.items():
+        net = keras_convnet()
+        change(net)
+        cases[name] = (base / f"{name}.json", said)
+        cases[name][0].write_text(json.dumps(net))
+    return cases
+
+
+def _options(layer: str, **options: object) -> Callable[[dict], None]:
+    return lambda net: _keras_layer(net, layer)["config"].update(options)
+
+
+def _reading(layer: str, source: str) -> Callable[[dict], None]:
+    return lambda net: _keras_layer(net, layer).update(inbound_nodes=[{"args": [keras_tensor(source)], "kwargs": {}}])
+
+
+def _a_layer_that_is_a_number(net: dict) -> None:
+    net["config"]["layers"][3] = 7
+
+
+def keras_config_of_wrong_types(base: Path) -> None:
+    """A value of another type where a Keras layer's option goes, each refused where the spec's layer checks that
+    option: none converted (`int(2.5)` was 2, `bool("no")` true, `int("10")` 10), none a traceback (`int("abc")`)."""
+    _refused_in_one_line(base, _keras_files(base, {
+        "filters_abc": (_options("stem", filters="abc"), "layer 'stem' (Conv2D): conv2d.filters must be a positive "
+                                                         "integer, got 'abc'"),
+        "filters_null": (_options("stem", filters=None), "conv2d.filters must be a positive integer, got None"),
+        "filters_list": (_options("stem", filters=[8]), "conv2d.filters must be a positive integer, got [8]"),
+        "filters_infinity": (_options("stem", filters=math.inf), "conv2d.filters must be a positive integer, got inf"),
+        "filters_nan": (_options("stem", filters=math.nan), "conv2d.filters must be a positive integer, got nan"),
+        "filters_fraction": (_options("stem", filters=2.5), "conv2d.filters must be a positive integer, got 2.5"),
+        "units_text": (_options("fc", units="10"), "layer 'fc' (Dense): dense.units must be a positive integer"),
+        "rate_text": (_options("drop", rate="0.2"), "dropout.rate must be a number in [0, 1), got '0.2'"),
+        "epsilon_text": (_options("stem_bn", epsilon="0.001"), "batchnorm.epsilon must be a positive number"),
+        "use_bias_no": (_options("fc", use_bias="no"), "dense.bias must be true or false, got 'no'"),
+        "layer_number": (_a_layer_that_is_a_number, "layer #3 is not a Keras layer"),
+        "config_list": (lambda net: net.update(config=[1]), "the model's config [1] is not an object")}))
+
+
+def keras_graph_that_is_wrong(base: Path) -> None:
+    """A Keras functional graph no Keras wrote: each refused naming the layer, where a missing option or input was a
+    KeyError's traceback and an output naming no layer was ignored (the last layer taken for it)."""
+    _refused_in_one_line(base, _keras_files(base, {
+        "no_kernel_size": (lambda net: _keras_layer(net, "stem")["config"].pop("kernel_size"),
+                           "layer 'stem' (Conv2D) has no 'kernel_size' in its config"),
+        "cycle": (_reading("stem", "stem_relu"), "layer 'stem' (Conv2D) reads 'stem_relu', which no layer before it "
+                                                 "computes"),
+        "missing_input": (_reading("stem_bn", "nowhere"), "layer 'stem_bn' (BatchNormalization) reads 'nowhere'"),
+        "missing_output": (lambda net: net["config"].update(output_layers=[["nowhere", 0, 0]]),
+                           "the model's output names 'nowhere', none of its layers")}))
+
+
+def _zip_field(archive: bytes, local: int, central: int, change: Callable[[int], int]) -> bytes:
+    """A zip whose first member has a 2-byte field changed alike in its local header (at `local`) and its central
+    directory entry (at `central`): its flags at 6 and 8, its compression method at 8 and 10."""
+    data = bytearray(archive)
+    for at in (local, data.index(b"PK\x01\x02") + central):
+        struct.pack_into("<H", data, at, change(struct.unpack_from("<H", data, at)[0]))
+    return bytes(data)
+
+
+def keras_file_unreadable(base: Path) -> None:
+    """A saved Keras model whose config.json is corrupted (bytes of its deflated data changed), encrypted or
+    compressed by deflate64: zlib's error, zipfile's RuntimeError and NotImplementedError were tracebacks."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("config.json", json.dumps(keras_convnet()))
+    saved = buffer.getvalue()
+    corrupted = bytearray(saved)
+    corrupted[100:110] = bytes(byte ^ 0xFF for byte in corrupted[100:110])  # inside the deflated config.json
+    files = {"corrupted": (bytes(corrupted), "its config.json is corrupted"),
+             "encrypted": (_zip_field(saved, 6, 8, lambda flags: flags | 1), "its config.json is encrypted"),
+             "deflate64": (_zip_field(saved, 8, 10, lambda method: 9), "its config.json is compressed by method 9")}
+    for name, (content, _) in files.items():
+        (base / f"{name}.keras").write_bytes(content)
+    _refused_in_one_line(base, {name: (base / f"{name}.keras", said) for name, (_, said) in files.items()})
+
+
+def _onnx_node(model: onnx.ModelProto, name: str) -> onnx.NodeProto:
+    return next(node for node in model.graph.node if node.name == name)
+
+
+def _without_kernel_shape(model: onnx.ModelProto) -> None:
+    pool = _onnx_node(model, "pool")
+    kept = [attribute for attribute in pool.attribute if attribute.name != "kernel_shape"]
+    del pool.attribute[:]
+    pool.attribute.extend(kept)
+
+
+def _no_data(model: onnx.ModelProto) -> None:
+    next(tensor for tensor in model.graph.initializer if tensor.name == "fc.W").ClearField("raw_data")
+
+
+def onnx_graph_that_is_malformed(base: Path) -> None:
+    """The import tests' residual net with a node missing a required attribute or input, an initializer declared
+    with no data, and two nodes writing one output: tracebacks (a KeyError, an IndexError, numpy's reshape), or the
+    last writer kept, now each refused naming the node or initializer, before anything computes from the graph."""
+    changes = {
+        "no_kernel_shape": (_without_kernel_shape, "node 'pool' (MaxPool) is malformed: Required attribute "
+                                                   "'kernel_shape' is missing"),
+        "no_weight": (lambda model: _onnx_node(model, "conv").input.pop(), "node 'conv' (Conv) is malformed: "),
+        "no_data": (_no_data, "initializer 'fc.W' is malformed: "),
+        "two_writers": (lambda model: _onnx_node(model, "residual_relu").output.__setitem__(0, "residual"),
+                        "node 'residual_relu' (Relu) writes 'residual', which node 'residual' (Add) writes too")}
+    cases = {}
+    for name, (change, said) in changes.items():
+        model = residual_net()[0]
+        change(model)
+        cases[name] = (base / f"{name}.onnx", said)
+        onnx.save(model, cases[name][0])
+    _refused_in_one_line(base, cases)
+
+
+def json_nested_too_deep(base: Path) -> None:
+    """A spec, a to_json() and a `.keras` file's config.json nested past the 100 levels an importer walks: 5,000
+    deep was a RecursionError in json's parser, 150 one in the importer's walk of a layer's inputs."""
+    deep = "[" * 5000 + "]" * 5000
+    (base / "spec.json").write_text(f'{{"name": "deep", "input_shape": [4], "loss": "mse", "layers": {deep}}}')
+    net = keras_convnet()
+    _keras_layer(net, "stem_bn")["inbound_nodes"][0]["args"] = functools.reduce(lambda inner, _: [inner], range(150),
+                                                                                 [])
+    (base / "to_json.json").write_text(json.dumps(net))
+    with zipfile.ZipFile(base / "saved.keras", "w") as archive:
+        archive.writestr("config.json", json.dumps(keras_convnet()).replace('"filters": 8', f'"filters": {deep}', 1))
+    _refused_in_one_line(base, {
+        "spec": (base / "spec.json", "nests its JSON deeper than Python's parser goes"),
+        "to_json": (base / "to_json.json", "nests its JSON more than 100 levels deep"),
+        "saved": (base / "saved.keras", "config.json nests its JSON deeper than Python's parser goes")})
 
 
 @dataclass(frozen=True)
@@ -1072,6 +1228,20 @@ FAULTS = (
     Fault("/dev/zero or a FIFO as a model file, as a run file (to compare, whose reader report, errors and constants "
           "share, and to estimate --constants), as a bench's run file or as `run --out`", "refused before any read, "
           "one line, exit 2 (as not a regular file, where the command says why)", special_files),
+    Fault("a Keras config with a wrong type: `filters` \"abc\", null, a list, Infinity, NaN or 2.5; `units`, `rate`, "
+          "`epsilon` as strings; `use_bias: \"no\"`; a layer that is a number; a config that is a list", "refused, "
+          "one line naming the file, the layer and the option, exit 2: none read as another value (2.5 is not 2, "
+          "\"no\" is not true)", keras_config_of_wrong_types),
+    Fault("a Keras functional graph that is wrong: a missing `kernel_size`, a cycle, an input or the output naming a "
+          "missing layer", "refused, one line naming the layer, exit 2 (an output naming no layer is no longer "
+          "ignored)", keras_graph_that_is_wrong),
+    Fault("a `.keras` file whose config.json is corrupted, encrypted or deflate64-compressed", "refused, one line "
+          "naming the file and what is wrong, exit 2", keras_file_unreadable),
+    Fault("an ONNX graph that is malformed: a node missing a required attribute or input, an initializer declared "
+          "with no data, two nodes writing one output", "refused, one line naming the node or initializer, exit 2 "
+          "(two writers are no longer read as the last one)", onnx_graph_that_is_malformed),
+    Fault("a model file's JSON nested deeper than Python recurses (a spec, to_json()'s, a `.keras` file's "
+          "config.json)", "refused, one line, exit 2: no importer walks past 100 levels", json_nested_too_deep),
 )
 
 

@@ -4,7 +4,8 @@ naming the file (what the command line prints before exit 2), never another exce
 
 hypothesis draws the mutations. `make test` runs the `quick` profile: a few hundred files per importer, the same ones
 each run (derandomized), a few seconds each. `FOOTPRINT_FUZZ=thorough` draws thousands afresh each run:
-`FOOTPRINT_FUZZ=thorough .tox/test/bin/pytest tests/test_fuzz_importers.py -p no:cacheprovider` (docs/faults.md).
+`FOOTPRINT_FUZZ=thorough .tox/test/bin/python -m pytest tests/test_fuzz_importers.py -p no:cacheprovider`
+(docs/faults.md).
 """
 
 from __future__ import annotations
@@ -81,13 +82,13 @@ def _ends_well(path: Path) -> ModelSpec | None:
 
 # ---- Keras: configs as Keras 3's to_json() writes them (and one as Keras 2's), mutated as JSON ----
 
-def _tensor(layer: str) -> dict:
+def keras_tensor(layer: str) -> dict:
     return {"class_name": "__keras_tensor__", "config": {"shape": [None], "dtype": "float32",
                                                           "keras_history": [layer, 0, 0]}}
 
 
 def _keras_layer(kind: str, name: str, reads: list[str], module: str = "keras.layers", **config: object) -> dict:
-    args = [_tensor(reads[0])] if len(reads) == 1 else [[_tensor(source) for source in reads]]
+    args = [keras_tensor(reads[0])] if len(reads) == 1 else [[keras_tensor(source) for source in reads]]
     return {"module": module, "class_name": kind, "name": name, "config": {"name": name, "trainable": True, **config},
             "inbound_nodes": [{"args": args, "kwargs": {}}] if reads else []}
 
@@ -138,13 +139,13 @@ def keras_blocks() -> dict:
             "name": "inner", "filters": 4, "kernel_size": [3, 3], "padding": "same", "activation": "relu"}},
         {"module": "keras.layers", "class_name": "LayerNormalization", "config": {
             "name": "inner_ln", "axis": -1, "epsilon": 0.001, "center": True, "scale": True, "rms_scaling": False}},
-    ]}, "inbound_nodes": [{"args": [_tensor("image")], "kwargs": {}}]}
+    ]}, "inbound_nodes": [{"args": [keras_tensor("image")], "kwargs": {}}]}
     return _functional("blocks", [
         _keras_layer("InputLayer", "image", [], batch_shape=[None, 8, 8, 4], dtype="float32"),
         block,
         _keras_layer("Multiply", "gate", ["image", "block"]),
         _keras_layer("Add", "shift", ["gate"], module="keras.src.ops.numpy") | {
-            "inbound_nodes": [{"args": [_tensor("gate"), 3.0], "kwargs": {}}]},
+            "inbound_nodes": [{"args": [keras_tensor("gate"), 3.0], "kwargs": {}}]},
         _keras_layer("Cropping2D", "crop", ["shift"], cropping=[[1, 1], [1, 1]]),
         _keras_layer("UpSampling2D", "up", ["crop"], size=[2, 2], interpolation="bilinear"),
         _keras_layer("AveragePooling2D", "avg", ["up"], pool_size=[3, 3], strides=[3, 3], padding="valid"),
