@@ -3,7 +3,10 @@
 Only the model's config is read (zipfile and json, no framework), so the orchestrator can estimate and run a
 user's Keras net in every framework. Each Keras layer maps to the spec layers that hold the same weights and
 compute the same thing; one that has no such counterpart is refused in one line naming the file, the layer
-and its class, rather than approximated: a memory estimate of a different net would be silently wrong.
+and its class, rather than approximated: a memory estimate of a different net would be silently wrong. So is a
+config no Keras wrote: an option's value goes to the spec layer as written, whose own check refuses one of another
+type (a `filters` of 2.5 is not 2, a `use_bias` of "no" not true), and a layer reading, or an output naming, a layer
+that does not come before it is refused by name.
 
 The loss comes from the file's compile config: mean squared error is `mse`, (sparse) categorical cross-entropy
 is `cross_entropy`. A model saved uncompiled gets `cross_entropy` when its output is a softmax (a classifier, as
@@ -513,9 +516,9 @@ class _Importer:
             return False
         if kind in CONVS:
             return True
-        sizes = _pair(config.get("pool_size", 2))  # what is not sizes is for the pool to refuse
-        fits = bool(sizes) and all(isinstance(size, int) for size in sizes) and pixels <= min(sizes) // 2  # at most
-        # half a window: the spec's pools pad no more
+        sizes = _pair(config.get("pool_size", 2))  # sizes that are none are the pool's own to refuse, not read here
+        # the spec's pools pad at most half a window
+        fits = bool(sizes) and all(isinstance(size, int) for size in sizes) and pixels <= min(sizes) // 2
         return fits and (kind == "AveragePooling2D" or kind == "MaxPooling2D" and self.kinds.get(source) in NONNEGATIVE)
 
     def _same_pool_padding(self, source: str, pool: int, stride: int) -> tuple[int, bool]:

@@ -26,6 +26,7 @@ READ = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProt
         TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
         TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
 TYPES = set(TensorProto.DataType.values())  # every tensor type onnx has
+Context = onnx.checker.C.CheckerContext  # what onnx's checks read a model's IR version and opsets from
 
 
 def malformed(model: onnx.ModelProto) -> str | None:
@@ -46,9 +47,7 @@ def malformed(model: onnx.ModelProto) -> str | None:
             if output in written:
                 return f"{label} writes {output!r}, which {written[output]} writes too"
             written[output] = label
-        wrong = (_wrong(onnx.checker.check_node, node, context) if onnx.defs.has(node.op_type, node.domain) else None) \
-            or next(filter(None, (_unreadable(attribute.t, context) for attribute in node.attribute
-                                  if attribute.type == onnx.AttributeProto.TENSOR)), None)
+        wrong = _malformed_node(node, context)
         if wrong:
             return f"{label} is malformed: {wrong}"
     for tensor in model.graph.initializer:
@@ -58,7 +57,18 @@ def malformed(model: onnx.ModelProto) -> str | None:
     return None
 
 
-Context = onnx.checker.C.CheckerContext
+def _malformed_node(node: onnx.NodeProto, context: Context) -> str | None:
+    """What is wrong with a node: against its op's schema (where onnx has one), or in a tensor it holds (a
+    Constant's value)."""
+    if onnx.defs.has(node.op_type, node.domain):
+        wrong = _wrong(onnx.checker.check_node, node, context)
+        if wrong:
+            return wrong
+    for attribute in node.attribute:
+        wrong = _unreadable(attribute.t, context) if attribute.type == onnx.AttributeProto.TENSOR else None
+        if wrong:
+            return wrong
+    return None
 
 
 def _wrong(check: Callable[[Message, Context], None], proto: Message, context: Context) -> str | None:
