@@ -29,7 +29,7 @@ from onnx import TensorProto, helper
 
 from models.importers.files import load_spec_file
 from models.importers.json_text import MAX_NESTING
-from models.spec import MAX_SIZE, ModelSpec, SpecError
+from models.spec import ModelSpec, SpecError
 from tests.test_onnx_import import newer_net, residual_net
 
 QUICK, THOROUGH = "footprint-quick", "footprint-thorough"
@@ -37,8 +37,8 @@ for profile, examples, fixed in ((QUICK, 300, True), (THOROUGH, 5000, False)):
     settings.register_profile(profile, max_examples=examples, deadline=None, derandomize=fixed, database=None,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 PROFILE = settings.get_profile({"quick": QUICK, "thorough": THOROUGH}[os.environ.get("FOOTPRINT_FUZZ", "quick")])
-SECONDS = 30  # per import: the largest here takes 0.03 s; a hang or a quadratic walk reaches it
-MORE_BYTES = 2 * 2**30  # of address space per import beyond what the test process holds: a file never gets more
+SECONDS = 30  # per import: one takes 0.03 s here (the first ONNX one 5 s, onnxscript's import); a hang reaches it
+MORE_BYTES = 2 * 2**30  # the address space an import may take beyond what the test process holds
 BIG = (0, -1, 2**31, 2**63, 10**40, 10**400)  # sizes inflated past every bound (and to none)
 
 
@@ -70,14 +70,17 @@ def _bounded() -> Iterator[None]:
 
 
 def _ends_well(path: Path) -> ModelSpec | None:
-    """The file's spec, or None where it is refused in one line naming it; any other ending fails the test."""
+    """The file's spec, which its JSON form (how a record carries it) gives back whole, or None where the file is
+    refused in one line naming it; any other ending fails the test."""
     with _bounded():
         try:
-            return load_spec_file(path)
+            spec = load_spec_file(path)
         except SpecError as error:
             message = str(error)
-    assert "\n" not in message and str(path) in message, message
-    return None
+            assert "\n" not in message and str(path) in message, message
+            return None
+    assert ModelSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec, spec.to_dict()
+    return spec
 
 
 # ---- Keras: configs as Keras 3's to_json() writes them (and one as Keras 2's), mutated as JSON ----
@@ -257,8 +260,7 @@ def test_each_keras_net_imports_before_it_is_mutated(build: Callable[[], dict], 
 @given(data=st.data())
 def test_a_mutated_keras_config_ends_in_a_spec_or_one_line(folder: Path, data: st.DataObject) -> None:
     document, nesting = _mutated_json(data, data.draw(st.sampled_from(KERAS_NETS))())
-    spec = _ends_well(_keras_file(folder, document, nesting, saved=data.draw(st.booleans())))
-    assert spec is None or spec.param_count >= 0
+    _ends_well(_keras_file(folder, document, nesting, saved=data.draw(st.booleans())))
 
 
 # ---- ONNX: the import tests' nets, mutated as protobuf messages and as bytes ----
@@ -407,5 +409,4 @@ def test_each_onnx_net_imports_before_it_is_mutated(build: Callable, folder: Pat
 def test_a_mutated_onnx_graph_ends_in_a_spec_or_one_line(folder: Path, data: st.DataObject) -> None:
     path = folder / "fuzzed.onnx"
     path.write_bytes(_mutated_onnx(data, data.draw(st.sampled_from(ONNX_NETS))()[0]))
-    spec = _ends_well(path)
-    assert spec is None or all(0 < size <= MAX_SIZE for size in spec.input_shape)
+    _ends_well(path)
