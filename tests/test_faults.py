@@ -19,7 +19,6 @@ On the CPU a device row that is exactly a row of `FAULTS` is skipped (it runs th
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import math
@@ -985,16 +984,21 @@ def _keras_layer(net: dict, name: str) -> dict:
     return next(layer for layer in net["config"]["layers"] if layer["name"] == name)
 
 
-def _keras_files(base: Path, changes: dict[str, tuple[Callable[[dict], object], str]]) -> dict[str, tuple[Path, str]]:
-    """The fuzz test's Keras net (`keras_convnet`) as to_json() writes it, once per change, with what its refusal
-    says."""
+def _changed_files(base: Path, build: Callable[[], object], save: Callable[[object, Path], object], suffix: str,
+                   changes: dict[str, tuple[Callable, str]]) -> dict[str, tuple[Path, str]]:
+    """A valid net (`build`'s) saved once per change as NAME`suffix`, with what its refusal says."""
     cases = {}
     for name, (change, said) in changes.items():
-        net = keras_convnet()
+        net = build()
         change(net)
-        cases[name] = (base / f"{name}.json", said)
-        cases[name][0].write_text(json.dumps(net))
+        cases[name] = (base / f"{name}{suffix}", said)
+        save(net, cases[name][0])
     return cases
+
+
+def _keras_files(base: Path, changes: dict[str, tuple[Callable[[dict], object], str]]) -> dict[str, tuple[Path, str]]:
+    """The fuzz test's Keras net (`keras_convnet`) as to_json() writes it, once per change."""
+    return _changed_files(base, keras_convnet, lambda net, path: path.write_text(json.dumps(net)), ".json", changes)
 
 
 def _options(layer: str, **options: object) -> Callable[[dict], None]:
@@ -1093,13 +1097,7 @@ def onnx_graph_that_is_malformed(base: Path) -> None:
         "no_data": (_no_data, "initializer 'fc.W' is malformed: "),
         "two_writers": (lambda model: _onnx_node(model, "residual_relu").output.__setitem__(0, "residual"),
                         "node 'residual_relu' (Relu) writes 'residual', which node 'residual' (Add) writes too")}
-    cases = {}
-    for name, (change, said) in changes.items():
-        model = residual_net()[0]
-        change(model)
-        cases[name] = (base / f"{name}.onnx", said)
-        onnx.save(model, cases[name][0])
-    _refused_in_one_line(base, cases)
+    _refused_in_one_line(base, _changed_files(base, lambda: residual_net()[0], onnx.save, ".onnx", changes))
 
 
 def json_nested_too_deep(base: Path) -> None:
@@ -1108,8 +1106,7 @@ def json_nested_too_deep(base: Path) -> None:
     deep = "[" * 5000 + "]" * 5000
     (base / "spec.json").write_text(f'{{"name": "deep", "input_shape": [4], "loss": "mse", "layers": {deep}}}')
     net = keras_convnet()
-    _keras_layer(net, "stem_bn")["inbound_nodes"][0]["args"] = functools.reduce(lambda inner, _: [inner], range(150),
-                                                                                 [])
+    _keras_layer(net, "stem_bn")["inbound_nodes"][0]["args"] = json.loads("[" * 150 + "]" * 150)
     (base / "to_json.json").write_text(json.dumps(net))
     with zipfile.ZipFile(base / "saved.keras", "w") as archive:
         archive.writestr("config.json", json.dumps(keras_convnet()).replace('"filters": 8', f'"filters": {deep}', 1))
