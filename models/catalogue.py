@@ -7,7 +7,9 @@ import re
 from collections.abc import Callable
 
 from models.importers.files import load_spec_file
+from models.layer_kinds import PROBED
 from models.spec import (
+    GELU,
     INPUT,
     Add,
     AvgPool2D,
@@ -19,10 +21,12 @@ from models.spec import (
     Flatten,
     GlobalAvgPool,
     Layer,
+    LayerNorm,
     MaxPool2D,
     ModelSpec,
     ReLU,
     ReLU6,
+    SiLU,
     SpecError,
 )
 
@@ -173,6 +177,44 @@ def probe_pool() -> ModelSpec:
                      description="pool probe: max, average and global pooling behind one 1x1 conv")
 
 
+KIND_PROBE_BLOCKS = 16
+# What each block of a kind probe adds after its 3x3 conv (models.estimate.kinds.PROBED), given the conv's width.
+_KIND_BLOCKS: dict[str, Callable[[int], tuple[Layer, ...]]] = {
+    "conv": lambda width: (),
+    "depthwise": lambda width: (Conv2D(width, 3, padding=1, bias=False, groups=width),),
+    "elementwise": lambda width: (ReLU(),),
+    "silu": lambda width: (SiLU(),),
+    "gelu": lambda width: (GELU(),),
+    "dropout": lambda width: (Dropout(0.2),),
+    "layernorm": lambda width: (LayerNorm(),),
+    "batchnorm": lambda width: (BatchNorm(),),
+}
+assert tuple(_KIND_BLOCKS) == PROBED
+
+
+def probe_kind(kind: str, same: int = 0) -> ModelSpec:
+    """What a layer of one kind costs a compiling framework (models.estimate.kinds): `KIND_PROBE_BLOCKS` blocks of
+    a 3x3 conv, each followed by one layer of the kind, on an 8x8x4 image, then a global pool and a dense layer of
+    4. Each block's conv has its own width (8, 9, ...), so every layer is distinct and compiled for; with `same`,
+    that many identical blocks of width 16, so all but the first repeat it. Its tensors are a few KiB: what it holds
+    beyond them, against the conv probes', is the kind's cost (suites.analysis.kind_costs)."""
+    if kind not in _KIND_BLOCKS or same < 0:
+        raise SpecError(f"no kind probe {kind!r}; valid kinds: {', '.join(PROBED)}")
+    widths = [16] * same if same else [8 + block for block in range(KIND_PROBE_BLOCKS)]
+    layers = [layer for width in widths for layer in (Conv2D(width, 3, padding=1, bias=False),
+                                                      *_KIND_BLOCKS[kind](width))]
+    name = f"probe-kind-{kind}" + (f"-same{same}" if same else "")
+    return ModelSpec(name, (8, 8, 4), (*layers, GlobalAvgPool(), Dense(4)), "cross_entropy", default_batch=8,
+                     description=f"kind probe: {len(widths)} {'identical' if same else 'distinct'} conv blocks with "
+                                 f"{kind}, for what each such layer costs a compiling framework")
+
+
+# The kind probes whose figures determine each probed kind's costs (suites.analysis.kind_costs): every kind's
+# distinct blocks and its identical ones, and the convs alone at a second count of identical blocks.
+KIND_COST_PROBES = (*(f"probe-kind-{kind}{same}" for kind in PROBED for same in ("", f"-same{KIND_PROBE_BLOCKS}")),
+                    f"probe-kind-conv-same{KIND_PROBE_BLOCKS // 2}")
+
+
 def plain(depth: int) -> ModelSpec:
     """Depth family for sweeps: `depth` 3x3 convs with ReLU at width 64 on 32x32, a small head."""
     body = tuple(layer for _ in range(depth) for layer in (Conv2D(64), ReLU()))
@@ -285,7 +327,11 @@ CATALOGUE: dict[str, Callable[[], ModelSpec]] = {
     "probe-norm": probe_norm,
     "probe-pool": probe_pool,
 }
-FAMILIES = {"plain-N": (re.compile(r"plain-(\d+)"), plain)}
+FAMILIES: dict[str, tuple[re.Pattern, Callable[[re.Match], ModelSpec]]] = {
+    "plain-N": (re.compile(r"plain-(\d+)"), lambda match: plain(int(match.group(1)))),
+    "probe-kind-K[-sameN]": (re.compile(r"probe-kind-([a-z]+)(?:-same(\d+))?"),
+                             lambda match: probe_kind(match.group(1), int(match.group(2) or 0))),
+}
 EXAMPLE_FAMILY_MEMBERS = ("plain-8",)
 
 
@@ -299,8 +345,8 @@ def get_model(name: str) -> ModelSpec:
         return CATALOGUE[name]()
     for pattern, build in FAMILIES.values():
         match = pattern.fullmatch(name)
-        if match and int(match.group(1)) > 0:
-            return build(int(match.group(1)))
+        if match and all(int(number) > 0 for number in match.groups() if number and number.isdigit()):
+            return build(match)
     raise SpecError(f"unknown model {name!r}; valid: {', '.join(model_names())}")
 
 

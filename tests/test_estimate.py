@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from models.catalogue import Graph, get_model
+from models.catalogue import KIND_COST_PROBES, Graph, get_model
 from models.estimate import RULES, activations, estimate, hand_count
+from models.layer_kinds import PROBED, census
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import (
@@ -33,7 +34,7 @@ from models.spec import (
     ModelSpec,
     ReLU,
 )
-from suites.analysis import accounting, constants, figures
+from suites.analysis import accounting, constants, figures, kind_costs
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, interpreter
 from tests.conftest import FRAMEWORKS, run_cli, steps_in_one_worker
@@ -350,6 +351,38 @@ def test_depth_probe_adds_a_measured_cost_per_layer(probe_record: dict) -> None:
     one = estimate(get_model("heatmap68"), "train", 1, framework="torch")
     assert constants.overhead(known, "train_step_1", "driver", replace(one, layers=1)) == known["phases"][
         "train_step_1"]["driver"]
+
+
+def test_the_kind_probes_determine_each_kinds_cost_and_a_net_pays_it_per_layer() -> None:
+    """The kind probes' figures, made here from chosen costs per kind (distinct and repeating) and a part every
+    probe holds alike, give back those costs; one missing probe gives none; a cost measured below zero counts
+    nothing. A net then pays, beyond the probe's fixed cost, each of its layers at its kind's cost less the probe's
+    own layers', scaled and with a cost per full conv kernel byte where the zoo's tuned half fitted them."""
+    chosen = {kind: {"distinct": (3 + index) * 2**20, "repeat": index * 2**18} for index, kind in enumerate(PROBED)}
+    chosen["elementwise"]["repeat"] = -2**16
+
+    def held(name: str) -> int:
+        return 150 * 2**20 + sum(chosen[kind][cost] * counts[index] for kind, counts in census(get_model(name)).items()
+                                 for index, cost in enumerate(kind_costs.COST_KINDS))
+
+    measured = {name: {"train_step_2": {"driver": held(name)}} for name in KIND_COST_PROBES}
+    solved = kind_costs.solve(measured)
+    found = solved["phases"]["train_step_2"]["driver"]
+    chosen["elementwise"]["repeat"] = 0
+    assert found == chosen
+    assert kind_costs.solve({name: measured[name] for name in KIND_COST_PROBES[1:]}) is None
+    known = {"phases": {"train_step_2": {"driver": 7 * 2**20}}, "kind_costs": solved}
+    net = estimate(get_model("mobilenetv2"), "train", 8, framework="jax")
+    probe = census(get_model(constants.PROBE))
+    by_kind = sum(found[kind][cost] * (net.kinds.get(kind, [0, 0])[index] - probe.get(kind, [0, 0])[index])
+                  for kind in PROBED for index, cost in enumerate(kind_costs.COST_KINDS))
+    assert net.kinds["depthwise"] == [10, 7] and by_kind > 0  # 17 depthwise convs, 7 repeating one before
+    assert constants.overhead(known, "train_step_2", "driver", net) == 7 * 2**20 + by_kind
+    assert constants.overhead(known, "inference", "driver", net) is None
+    known["depth"] = {"phases": {"train_step_2": {"driver": {"kind_scale": 0.5, "per_kernel_byte": 2.0}}}}
+    assert net.full_conv_kernel_bytes == 4 * 3 * 3 * 3 * 32  # its stem: every other conv is 1x1 or depthwise
+    assert constants.overhead(known, "train_step_2", "driver", net) == 7 * 2**20 + round(
+        0.5 * by_kind + 2.0 * net.full_conv_kernel_bytes)
 
 
 def test_estimate_command_needs_no_framework() -> None:

@@ -4,8 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from models.catalogue import get_model, listed_models
-from models.spec import Conv2D, Dense, Flatten, MaxPool2D, ModelSpec, SpecError, same_padding, written_channels_last
+from models.catalogue import KIND_COST_PROBES, get_model, listed_models
+from models.layer_kinds import census, probe_kind
+from models.spec import (
+    Add,
+    Concat,
+    Conv2D,
+    Dense,
+    Flatten,
+    HardSwish,
+    MaxPool2D,
+    ModelSpec,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    SpecError,
+    same_padding,
+    written_channels_last,
+)
 
 
 def test_keras200m_is_story_3s_net() -> None:
@@ -52,8 +68,26 @@ def test_each_kind_probe_holds_its_kind_and_the_probes_suite_runs_every_probe() 
     assert get_model("probe-pool").param_count == 2
     assert all(get_model(name).weight_bytes() < 1024 for name in kinds)
     probes = {spec.name for spec in listed_models() if spec.name.startswith("probe")}
-    (part,) = SUITES["probes"]
-    assert set(part.models) == probes and part.without_pool and set(part.kinds) == {"train", "infer"}
+    (every,), (by_kind,) = SUITES["probes"], SUITES["kinds"]
+    assert set(every.models) == probes and every.without_pool and set(every.kinds) == {"train", "infer"}
+    assert by_kind.models == KIND_COST_PROBES and by_kind.kinds == ("train",)
+
+
+def test_a_kind_probe_holds_its_kind_distinct_or_repeating_and_every_spec_kind_is_costed_by_a_probed_one() -> None:
+    """probe-kind-K: 16 blocks of a 3x3 conv and one layer of K, all distinct (widths 8 to 23) or, with -sameN, N
+    identical blocks of which all but the first repeat (the second conv too: the first reads the 4-channel image);
+    the global pool and the dense head are one distinct elementwise layer and one conv-like one."""
+    assert census(get_model("probe-kind-batchnorm")) == {"conv": [17, 0], "batchnorm": [16, 0], "elementwise": [1, 0]}
+    assert census(get_model("probe-kind-depthwise-same16")) == {"conv": [3, 14], "depthwise": [1, 15],
+                                                               "elementwise": [1, 0]}
+    assert census(get_model("probe-kind-elementwise-same16")) == {"conv": [3, 14], "elementwise": [2, 15]}
+    assert census(get_model("probe-kind-conv-same8")) == {"conv": [3, 6], "elementwise": [1, 0]}
+    assert {probe_kind(layer) for layer in (ReLU(), Add(), Concat(), MaxPool2D(2), Flatten())} == {"elementwise"}
+    assert {probe_kind(cls()) for cls in (SiLU, Sigmoid, HardSwish)} == {"silu"}
+    assert probe_kind(Conv2D(8, groups=8)) == "depthwise" and probe_kind(Dense(4)) == "conv"
+    for bad in ("probe-kind-softmax", "probe-kind-conv-same0"):
+        with pytest.raises(SpecError, match="valid"):
+            get_model(bad)
 
 
 def test_plain_family_grows_by_one_conv_per_depth() -> None:

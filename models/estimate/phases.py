@@ -15,6 +15,7 @@ from models.estimate.eager import eager_order
 from models.estimate.rules import OPTIMIZER_STATE_COPIES, RULES, Rules
 from models.estimate.saved import Activations, activations
 from models.estimate.tensors import Step, steps
+from models.layer_kinds import census, full_conv_kernel_values
 from models.scenario import DTYPES, PHASES
 from models.spec import ELEMENTWISE, INPUT, ModelSpec
 
@@ -54,6 +55,8 @@ class Estimate:
     param_count: int
     layers: int  # the spec's layers: a runtime that grows with depth is measured per layer (suites.analysis.constants)
     distinct_layers: int  # those that differ in kind, options or input shapes (`ModelSpec.distinct_layers`)
+    kinds: dict[str, list[int]]  # per probed kind, [distinct, repeating] layers (models.layer_kinds.census)
+    full_conv_kernel_bytes: int  # kernels of convs neither depthwise nor 1x1 (models.layer_kinds)
 
     @property
     def peak(self) -> PhaseEstimate:
@@ -348,4 +351,5 @@ def estimate(spec: ModelSpec, kind: str = "train", batch: int = 0, optimizer: st
     phases = [phase for phase in (_phase(s, name) for name in PHASES[kind]) if phase is not None]
     return Estimate(spec.name, framework or "any", kind, batch, optimizer, dtype, device, technique, rules_name,
                     tuple(_allocated(s, phases, pool_grows)), floor(spec, kind, batch, optimizer, size, technique),
-                    hand_count(spec), spec.param_count, len(spec.layers), spec.distinct_layers)
+                    hand_count(spec), spec.param_count, len(spec.layers), spec.distinct_layers, census(spec),
+                    full_conv_kernel_values(spec) * size)

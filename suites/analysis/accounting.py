@@ -256,7 +256,7 @@ def _account(record: dict, known: dict | None, source: str) -> dict:
     if scenario.kind not in ("train", "infer"):
         return {}
     analytic = constants.analytic_estimate(scenario, known)
-    kept = ("layers", "per_layer", "depth", "blas_workspace")
+    kept = ("layers", "per_layer", "depth", "kind_costs", "blas_workspace")
     return {
         "estimate": analytic.to_dict() | {
             "rules_why": RULES[analytic.rules].why,

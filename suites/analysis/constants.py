@@ -17,15 +17,17 @@ import time
 from pathlib import Path
 
 from models import allocator_modes
+from models.catalogue import KIND_COST_PROBES
 from models.estimate import HOST_ONLY, Estimate, estimate
 from models.record import SCHEMA_VERSION, STATIC_PLAN, atomic_write_json, load_json
 from models.scenario import Scenario
-from suites.analysis import depth, figures, margins
+from suites.analysis import depth, figures, kind_costs, margins
 from suites.run import runfile
 from suites.run.registry import ROOT
 
 PROBE, DEEP_PROBE = "probe", "probe-deep"
-PROBES = (PROBE, DEEP_PROBE)
+FIRST_PROBES = (PROBE, DEEP_PROBE)  # every suite runs them first: their constants feed the estimates of the rest
+PROBES = (*FIRST_PROBES, *KIND_COST_PROBES)  # every model whose records give constants, never a net's figures
 KIND = "footprint.constants"
 TRAILS = ("cuda",)  # the devices whose driver reading of a new context can trail it (NVML; host RSS does not)
 
@@ -172,15 +174,23 @@ def _rebase(kinds: dict, device: str) -> None:
 
 def overhead(known: dict | None, phase: str, view: str, analytic: Estimate) -> int | None:
     """The measured bytes a net holds beyond its tensors in one phase and view: the probe's fixed cost plus what
-    grows with depth for each layer beyond the probe's. Where the zoo's tuned half measured it (`depth`, from
-    suites.analysis.depth), a cost per distinct layer (code compiled for it) and one per layer that repeats an
-    earlier one; else, where the depth probe ran, its one cost per layer (a runtime that does not grow with depth,
-    measured as a small negative, adds nothing)."""
+    grows with its layers beyond the probe's.
+
+    Where the kind probes ran (`kind_costs`), each layer costs what its kind's probes measured, distinct or
+    repeating (suites.analysis.kind_costs); where the zoo's tuned half measured how that carries to real nets
+    (`depth`, from suites.analysis.depth), that sum is scaled and a cost per byte of full conv kernels added.
+    Without kind probes, the tuned half's cost per distinct layer (code compiled for it) and per layer that repeats
+    an earlier one; else, where the depth probe ran, its one cost per layer (a runtime that does not grow with
+    depth, measured as a small negative, adds nothing)."""
     fixed = ((known or {}).get("phases", {}).get(phase) or {}).get(view)
     if fixed is None:
         return None
-    fitted = ((known or {}).get("depth", {}).get("phases", {}).get(phase) or {}).get(view)
-    if fitted:
+    fitted = ((known or {}).get("depth", {}).get("phases", {}).get(phase) or {}).get(view) or {}
+    layers = kind_costs.beyond_probe((known or {}).get("kind_costs"), analytic.kinds, phase, view)
+    if layers is not None:
+        return fixed + round(fitted.get("kind_scale", 1) * layers
+                             + fitted.get("per_kernel_byte", 0) * analytic.full_conv_kernel_bytes)
+    if "per_distinct" in fitted:
         extra_distinct = max(analytic.distinct_layers - known["depth"]["probe_distinct"], 0)
         repeats = analytic.layers - analytic.distinct_layers
         return fixed + round(fitted["per_distinct"] * extra_distinct + fitted["per_repeat"] * repeats)
@@ -225,13 +235,33 @@ def merge(data: dict, record: dict, measured_at: str | None = None) -> bool:
     scenario = Scenario.from_dict(record["scenario"])
     kinds = data["frameworks"].setdefault(_key(scenario.framework, scenario.allocator), {})
     if scenario.model == PROBE:
-        kinds[scenario.kind] = from_probe(record, measured_at)
-    elif kinds.get(scenario.kind, {}).get("layers"):
+        kinds[scenario.kind] = from_probe(record, measured_at) | {
+            key: kinds[scenario.kind][key] for key in ("kind_probes", "kind_costs")  # differences between kind probes
+            if key in kinds.get(scenario.kind, {})}
+    elif not kinds.get(scenario.kind, {}).get("layers"):
+        return False
+    elif scenario.model == DEEP_PROBE:
         kinds[scenario.kind]["per_layer"] = per_layer(kinds[scenario.kind], record, measured_at)
     else:
-        return False
+        _add_kind_probe(kinds[scenario.kind], record, measured_at)
     _rebase(kinds, scenario.device)
     return True
+
+
+def _add_kind_probe(known: dict, record: dict, measured_at: str | None) -> None:
+    """A kind probe's bytes beyond its tensors, kept with the probe's constants, and the kinds' costs solved again
+    once every kind probe is in (suites.analysis.kind_costs). Where the driver's context reading trails (`TRAILS`),
+    its figures are first measured above the probe's context, as the depth probe's are."""
+    scenario = Scenario.from_dict(record["scenario"])
+    found = from_probe(record, measured_at, known.get("blas_workspace", 0))
+    shift = {"driver": (found["context"] or 0) - (known["context"] or 0) if scenario.device in TRAILS else 0}
+    known.setdefault("kind_probes", {})[scenario.model] = {
+        "phases": {name: {view: value + shift.get(view, 0) for view, value in views.items()}
+                   for name, views in found["phases"].items()},
+        "git_commit": found["git_commit"], "measured_at": found["measured_at"], "versions": found["versions"]}
+    solved = kind_costs.solve({name: probe["phases"] for name, probe in known["kind_probes"].items()})
+    if solved:
+        known["kind_costs"] = solved
 
 
 def _empty(record: dict) -> dict:
@@ -282,7 +312,7 @@ def of_run(run: dict) -> tuple[dict | None, list[str]]:
     """The constants a run file's own probes give, with the probes taken as labels; None where it has none.
     Only probe and depth-probe records are read: a net's record never shapes the constants it is estimated with."""
     data, taken = None, []
-    for record in sorted(run["records"], key=lambda r: r["scenario"]["model"] != PROBE):  # each probe before its deep
+    for record in sorted(run["records"], key=lambda r: r["scenario"]["model"] != PROBE):  # each probe before the rest
         if record["scenario"]["model"] in PROBES and record["status"] == "ok":
             data = data or _empty(record)
             merge(data, record, f"{run['started_at']} (the run's start)" if "started_at" in run else None)

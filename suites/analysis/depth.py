@@ -9,6 +9,11 @@ layers cost more each than a real net's do (a JAX training step: 9.2 MiB per dis
 repeating one, which overstated every deep net of the zoo), so the two costs are measured on real nets: the records
 of the tuned half of the zoo's split (models/zoo_split.py), the nets the estimate may be tuned on, by least squares
 with neither cost below zero, above the probe's fixed cost. The held-out half then says how well it carries over.
+
+Where the kind probes measured a framework (suites.analysis.kind_costs: what a layer costs by its kind, a batch
+norm's training step on JAX eighty times a ReLU's), the two numbers fitted are instead a scale on the kind probes'
+sum over the net's layers and a cost per byte of its full conv kernels (models.layer_kinds), which on JAX's CPU
+holds about two bytes per kernel byte beyond the rules, by a mechanism not yet pinned down.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import copy
 
 from models import zoo_split
+from suites.analysis import kind_costs
 
 
 def _least_squares(points: list[tuple[int, int, float]]) -> tuple[float, float]:
@@ -34,12 +40,27 @@ def _least_squares(points: list[tuple[int, int, float]]) -> tuple[float, float]:
     return min(alone, key=lambda ab: sum((y - ab[0] * x1 - ab[1] * x2) ** 2 for x1, x2, y in points))
 
 
+# What the two fitted numbers are called, by what they multiply: the kind probes' sum over the layers and the full
+# conv kernels' bytes (scaled, so a fraction is kept), or the distinct and the repeating layers beyond the probe's.
+NAMES = {"kinds": ("kind_scale", "per_kernel_byte"), "layers": ("per_distinct", "per_repeat")}
+
+
+def _features(known: dict, estimate: dict, phase: str, view: str) -> tuple[str, float, float]:
+    """Which rule a record's phase and view is fitted by, and what its two costs multiply."""
+    layers = kind_costs.beyond_probe(known.get("kind_costs"), estimate["kinds"], phase, view)
+    if layers is not None:
+        return "kinds", layers, estimate["full_conv_kernel_bytes"]
+    return "layers", max(estimate["distinct_layers"] - known["layers"], 0), (estimate["layers"]
+                                                                           - estimate["distinct_layers"])
+
+
 def fit(accounted: list[dict], measured_on: str, leave_out: tuple[str, ...] = ()) -> dict:
-    """Per framework and scenario kind, the cost per distinct and per repeating layer beyond the probe's, per phase
-    and view, from `accounted` (records accounted with the probe's constants and no depth cost) of the tuned half,
-    but the models in `leave_out` (the probes, whose constants are their own figures); `measured_on`: the constants
-    file whose fixed costs they were measured above."""
-    points: dict[tuple[str, str, str, str], list[tuple[int, int, float]]] = {}
+    """Per framework and scenario kind, per phase and view, from `accounted` (records accounted with the probe's
+    constants and no depth cost) of the tuned half, but the models in `leave_out` (the probes, whose constants are
+    their own figures): where the kind probes measured the framework, a scale on their sum over the layers and a
+    cost per byte of full conv kernels; else the cost per distinct and per repeating layer beyond the probe's.
+    `measured_on`: the constants file whose fixed costs they were measured above."""
+    points: dict[tuple[str, str, str, str, str], list[tuple[float, float, float]]] = {}
     nets: dict[tuple[str, str], set[str]] = {}
     probe_layers: dict[tuple[str, str], int] = {}
     for record in accounted:
@@ -48,26 +69,25 @@ def fit(accounted: list[dict], measured_on: str, leave_out: tuple[str, ...] = ()
         if (zoo_split.half_of(zoo_split.net_of(scenario)) != zoo_split.TUNED or "phases" not in known
                 or scenario["model"] in leave_out):
             continue
-        distinct, layers = estimate["distinct_layers"], estimate["layers"]
         for phase, views in record.get("comparison", {}).items():
             for view, figures in views.items():
                 fixed = (known["phases"].get(phase) or {}).get(view)
                 if fixed is None:
                     continue
-                residual = figures["measured"] - figures["tensors"] - fixed
-                key = (scenario["framework"], scenario["kind"], phase, view)
-                points.setdefault(key, []).append((max(distinct - known["layers"], 0), layers - distinct, residual))
+                rule, x1, x2 = _features(known, estimate, phase, view)
+                key = (scenario["framework"], scenario["kind"], phase, view, rule)
+                points.setdefault(key, []).append((x1, x2, figures["measured"] - figures["tensors"] - fixed))
                 nets.setdefault(key[:2], set()).add(zoo_split.net_of(scenario))
                 probe_layers[key[:2]] = known["layers"]
     found: dict = {}
-    for (framework, kind, phase, view), taken in sorted(points.items()):
+    for (framework, kind, phase, view, rule), taken in sorted(points.items()):
         if len(taken) < 2:
             continue
-        per_distinct, per_repeat = _least_squares(taken)
+        costs = _least_squares(taken)
         entry = found.setdefault(framework, {}).setdefault(kind, {
             "nets": sorted(nets[(framework, kind)]), "probe_distinct": probe_layers[(framework, kind)], "phases": {}})
-        entry["phases"].setdefault(phase, {})[view] = {"per_distinct": round(per_distinct),
-                                                       "per_repeat": round(per_repeat)}
+        entry["phases"].setdefault(phase, {})[view] = {name: round(cost, 3) if rule == "kinds" else round(cost)
+                                                       for name, cost in zip(NAMES[rule], costs, strict=True)}
     return {"measured_on": measured_on, "frameworks": found}
 
 

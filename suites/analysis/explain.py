@@ -199,6 +199,11 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
 
 def _depth_said(analytic: Estimate, known: dict) -> str:
     """Where the cost that grows with depth comes from, for the net's layers."""
+    if known.get("kind_costs"):
+        fitted = (f", scaled as the zoo's tuned half measured ({len(known['depth']['nets'])} nets) with a cost per "
+                  f"byte of its full conv kernels" if known.get("depth") else "")
+        return (f"; with the kind probes' cost of each of its {analytic.layers} layers by its kind "
+                f"({analytic.distinct_layers} distinct){fitted}")
     if known.get("depth"):
         return (f"; with the costs per distinct and per repeating layer the zoo's tuned half measured "
                 f"({len(known['depth']['nets'])} nets), for {analytic.distinct_layers} distinct of {analytic.layers} "

@@ -1,4 +1,4 @@
-"""The probes suite: every probe the estimate needs (probe, probe-deep and one per layer kind), train and infer, every
+"""The probes suite: the probes the estimate needs (probe, probe-deep and one per layer kind), train and infer, every
 framework, on a GPU each pooling framework also with its pool off; see suites.bench.matrix.SUITES["probes"]."""
 
 from suites.bench.harness import scenario_benchmark

@@ -9,10 +9,10 @@ import os
 from dataclasses import dataclass, replace
 
 from models import allocator_modes, executions, techniques
-from models.catalogue import load_model
+from models.catalogue import KIND_COST_PROBES, load_model
 from models.scenario import SCENARIO_KINDS, Scenario
 from models.spec import SpecError
-from suites.analysis.constants import PROBES
+from suites.analysis.constants import FIRST_PROBES
 from suites.run import device
 from suites.run.registry import frameworks
 from suites.run.runfile import identity
@@ -103,7 +103,10 @@ SUITES: dict[str, tuple[Part, ...]] = {
     # every probe the estimate needs, train and infer: the constants' two (which every suite runs first) and one per
     # layer kind (KIND_PROBES), and on a GPU each again with a pooling framework's pool off, so that what a
     # framework holds without its pool is measured for each (the suite a GPU box runs for the estimate).
-    "probes": (Part(models=(*PROBES, *KIND_PROBES), without_pool=True),),
+    "probes": (Part(models=(*FIRST_PROBES, *KIND_PROBES), without_pool=True),),
+    # the kind probes' training step: what one layer of each kind costs a compiling framework beyond its tensors
+    # (suites.analysis.kind_costs); apart from the probes suite, whose GPU check it would outgrow (51 scenarios)
+    "kinds": (Part(models=KIND_COST_PROBES, kinds=("train",)),),
 }
 
 
@@ -153,7 +156,7 @@ def scenarios(name: str) -> list[Scenario]:
     parts, chosen_frameworks, models, resolved = suite_settings(name)
     grid, chosen_techniques = batch_grid(parts), technique_filter(parts)
     probes = [Scenario.create(framework, probe, kind=kind, device=resolved)
-              for probe in PROBES for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
+              for probe in FIRST_PROBES for kind in SCENARIO_KINDS for framework in chosen_frameworks if parts]
     return _once(probes + [Scenario.create(framework, model, kind=kind, optimizer=optimizer, device=resolved,
                                      allocator=mode, cuda_module_loading=loading, technique=technique, batch=batch,
                                      execution=execution)
