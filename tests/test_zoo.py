@@ -7,6 +7,8 @@ import json
 import statistics
 from pathlib import Path
 
+import pytest
+
 from models import catalogue, zoo_split
 from models.catalogue import get_model
 from models.estimate import estimate
@@ -98,34 +100,58 @@ def test_every_zoo_net_is_in_one_family_and_the_catalogues_families_are_the_tune
 
 
 def test_the_depth_costs_are_least_squares_over_the_tuned_nets_and_reach_the_estimate() -> None:
-    """`depth.fit` over the published CPU run's nets (the catalogue's: the tuned half): no pair of non-negative costs
-    per distinct and per repeating layer leaves smaller squares than its own, not even the depth probe's one cost
-    per layer; merged beside the probe's constants, they are what `overhead` adds."""
+    """`depth.fit` over the published CPU run's nets (the catalogue's: the tuned half), above the published
+    constants with the kind costs: for JAX, whose kind probes ran, a scale on their sum and a cost per full conv
+    kernel byte; for torch, whose did not, a cost per distinct and per repeating layer. No pair of non-negative
+    costs leaves smaller squares than its own, and merged beside the probe's constants they are what `overhead`
+    adds."""
     run = json.loads((ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json").read_text())
     base, source = constants.load("cpu", with_depth=False), constants.published_name("cpu")
     accounted = accounting.reaccount(run, base, source)
     fitted = depth.fit(accounted, source, constants.PROBES)
-    entry = fitted["frameworks"]["jax"]["train"]
-    assert entry["probe_distinct"] == 5 and "resnet50" in entry["nets"]
-    costs = entry["phases"]["train_step_2"]["driver"]
-    fixed = base["frameworks"]["jax"]["train"]["phases"]["train_step_2"]["driver"]
-    nets = [record for record in accounted if (record["scenario"]["framework"], record["scenario"]["kind"]) == (
-        "jax", "train") and record["scenario"]["model"] not in constants.PROBES]
-    points = [(record["estimate"]["distinct_layers"] - 5, record["estimate"]["layers"] - record["estimate"][
-        "distinct_layers"], record["comparison"]["train_step_2"]["driver"]["measured"]
-        - record["comparison"]["train_step_2"]["driver"]["tensors"] - fixed) for record in nets]
+    for framework, rule in (("jax", "kinds"), ("torch", "layers")):
+        entry = fitted["frameworks"][framework]["train"]
+        assert entry["probe_distinct"] == 5 and "resnet50" in entry["nets"]
+        costs = entry["phases"]["train_step_2"]["driver"]
+        first, second = (costs[name] for name in depth.NAMES[rule])
+        fixed = base["frameworks"][framework]["train"]["phases"]["train_step_2"]["driver"]
+        nets = [record for record in accounted if (record["scenario"]["framework"], record["scenario"]["kind"]) == (
+            framework, "train") and record["scenario"]["model"] not in constants.PROBES]
+        points = []
+        for record in nets:
+            found, x1, x2 = depth.features(record["estimate"]["constants"], record["estimate"], "train_step_2",
+                                            "driver")
+            driver = record["comparison"]["train_step_2"]["driver"]
+            assert found == rule
+            points.append((x1, x2, driver["measured"] - driver["tensors"] - fixed))
 
-    def squares(per_distinct: float, per_repeat: float) -> float:
-        return sum((y - per_distinct * x1 - per_repeat * x2) ** 2 for x1, x2, y in points)
+        def squares(a: float, b: float, taken: list = points) -> float:
+            return sum((y - a * x1 - b * x2) ** 2 for x1, x2, y in taken)
 
-    best = squares(costs["per_distinct"], costs["per_repeat"])
-    slope = base["frameworks"]["jax"]["train"]["per_layer"]["phases"]["train_step_2"]["driver"]
-    assert best <= squares(slope, slope) and best <= squares(0, 0)
-    assert all(best <= squares(costs["per_distinct"] + a, max(costs["per_repeat"] + b, 0)) * (1 + 1e-9)
-               for a in (-2**20, 2**20) for b in (-2**20, 2**20) if costs["per_distinct"] + a >= 0)
-    known = constants.lookup(depth.merged(base, fitted, source), "jax", "train")
-    resnet = estimate(get_model("resnet50"), "train", 8, framework="jax")
-    assert constants.overhead(known, "train_step_2", "driver", resnet) == known["phases"]["train_step_2"][
-        "driver"] + round(costs["per_distinct"] * (resnet.distinct_layers - 5)
-                          + costs["per_repeat"] * (resnet.layers - resnet.distinct_layers))
+        best, step = squares(first, second), (0.01 if rule == "kinds" else 2**20)
+        assert best <= squares(0, 0)
+        assert all(best <= squares(first + a, max(second + b, 0)) * (1 + 1e-6)
+                   for a in (-step, step) for b in (-step, step) if first + a >= 0)
+        known = constants.lookup(depth.merged(base, fitted, source), framework, "train")
+        resnet = estimate(get_model("resnet50"), "train", 8, framework=framework)
+        x1, x2 = depth.features(known, resnet.to_dict(), "train_step_2", "driver")[1:]
+        assert constants.overhead(known, "train_step_2", "driver", resnet) == fixed + round(first * x1 + second * x2)
     assert depth.merged(base, fitted, "another constants file") is base  # measured above other constants: unused
+
+
+def test_the_published_kind_costs_count_once_a_zoo_fitted_above_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The published kind costs (`constants.KIND_COSTS`) join the published constants the zoo fits above, but the
+    estimate takes them only once the published zoo's depth costs were fitted above them: its margin and its
+    held-out figures are then those of the rule it states."""
+    plain = str(constants.path("cpu").relative_to(ROOT))
+    assert constants.published_name("cpu").startswith(f"{plain} with the kind costs of ")
+    base = constants.load("cpu", with_depth=False)
+    assert {"jax", "keras-jax", "keras-tensorflow"} <= {
+        framework for framework, kinds in base["frameworks"].items() if "kind_costs" in kinds["train"]}
+    fitted = {"jax": {"train": {"nets": ["ResNet50"], "probe_distinct": 5, "phases": {
+        "train_step_2": {"driver": {"kind_scale": 0.5, "per_kernel_byte": 1.0}}}}}}
+    for measured_on, takes_kinds in ((plain, False), (constants.published_name("cpu"), True), ("elsewhere", False)):
+        zoo_table = {"depth": {"measured_on": measured_on, "frameworks": fitted}}
+        monkeypatch.setattr(constants.margins, "published_zoo", lambda table=zoo_table: table)
+        known = constants.lookup(constants.load("cpu"), "jax", "train")
+        assert ("kind_costs" in known) == takes_kinds and ("depth" in known) == (measured_on != "elsewhere")

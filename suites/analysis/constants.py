@@ -13,6 +13,7 @@ with which versions they were measured, and always labelled as measured.
 
 from __future__ import annotations
 
+import copy
 import time
 from pathlib import Path
 
@@ -35,6 +36,11 @@ TRAILS = ("cuda",)  # the devices whose driver reading of a new context can trai
 # The published run whose probes give each device's constants: `estimate` reads these unless told otherwise, so a
 # local `make bench` never changes what it says.
 PUBLISHED = {"cpu": ROOT / "results" / "cpu-a4d9e61", "cuda": ROOT / "results" / "h100-ec3adfa"}
+
+
+# Each device's published kinds run (the kinds suite: suites.analysis.kind_costs), whose constants file gives the
+# kind costs `load` adds beside the published probes' constants.
+KIND_COSTS = {"cpu": ROOT / "results" / "cpu-88d5f5d-kinds"}
 
 
 def path(resolved_device: str) -> Path:
@@ -202,14 +208,40 @@ def overhead(known: dict | None, phase: str, view: str, analytic: Estimate) -> i
 
 
 def published_name(resolved_device: str) -> str:
-    """The device's published constants file, relative to the project: what a depth fit names as its base."""
-    return str(path(resolved_device).relative_to(ROOT))
+    """The device's published constants, relative to the project, as a depth fit names its base: with the kind
+    costs where they are published for the device (`KIND_COSTS`), since the zoo fits above them."""
+    plain, kinds = str(path(resolved_device).relative_to(ROOT)), KIND_COSTS.get(resolved_device)
+    if not kinds:
+        return plain
+    return f"{plain} with the kind costs of {(kinds / path(resolved_device).name).relative_to(ROOT)}"
+
+
+def _with_kind_costs(data: dict, resolved_device: str) -> dict | None:
+    """The published constants with each framework's kind costs from the device's published kinds run beside its
+    probe's (`KIND_COSTS`); None where none are published or readable."""
+    kinds = KIND_COSTS.get(resolved_device)
+    try:
+        measured = load_json(kinds / path(resolved_device).name) if kinds else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(measured, dict):
+        return None
+    result = copy.deepcopy(data)
+    for framework, by_kind in measured.get("frameworks", {}).items():
+        for kind, known in by_kind.items():
+            if "kind_costs" in known and kind in result["frameworks"].get(framework, {}):
+                result["frameworks"][framework][kind]["kind_costs"] = known["kind_costs"]
+    return result
 
 
 def load(resolved_device: str, source: Path | None = None, with_depth: bool = True) -> dict | None:
     """The device's published constants, or those in `source` (a constants file, or a run file whose probes give
-    them); None where there are none. The published ones carry the published zoo's depth costs where it measured
-    them above these constants (suites.analysis.depth; `with_depth` False: the probes' alone)."""
+    them); None where there are none.
+
+    The published ones carry the published zoo's depth costs where it measured them above these constants
+    (suites.analysis.depth), and the published kind costs (`KIND_COSTS`) only where the zoo measured its depth
+    costs above them, so the estimate is always the rule the published zoo evaluated. `with_depth` False: the
+    probes' alone, with the kind costs where published (what the zoo fits its depth costs above)."""
     published = source is None or source.resolve() == path(resolved_device).resolve()
     source = source or path(resolved_device)
     try:
@@ -217,9 +249,17 @@ def load(resolved_device: str, source: Path | None = None, with_depth: bool = Tr
     except (OSError, ValueError):
         return None
     if isinstance(data, dict) and (data.get("kind"), data.get("schema_version")) == (KIND, SCHEMA_VERSION):
-        if not (published and with_depth):
+        if not published:
             return data
-        return depth.merged(data, (margins.published_zoo() or {}).get("depth"), published_name(resolved_device))
+        with_kinds = _with_kind_costs(data, resolved_device)
+        if not with_depth:
+            return with_kinds or data
+        fitted = (margins.published_zoo() or {}).get("depth") or {}
+        plain = str(path(resolved_device).relative_to(ROOT))
+        for base, name in ((with_kinds, published_name(resolved_device)), (data, plain)):
+            if base is not None and fitted.get("measured_on") == name:
+                return depth.merged(base, fitted, name)
+        return data
     try:
         return of_run(runfile.read(data))[0]
     except ValueError:  # neither a constants file nor a run file

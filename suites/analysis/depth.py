@@ -45,7 +45,7 @@ def _least_squares(points: list[tuple[int, int, float]]) -> tuple[float, float]:
 NAMES = {"kinds": ("kind_scale", "per_kernel_byte"), "layers": ("per_distinct", "per_repeat")}
 
 
-def _features(known: dict, estimate: dict, phase: str, view: str) -> tuple[str, float, float]:
+def features(known: dict, estimate: dict, phase: str, view: str) -> tuple[str, float, float]:
     """Which rule a record's phase and view is fitted by, and what its two costs multiply."""
     layers = kind_costs.beyond_probe(known.get("kind_costs"), estimate["kinds"], phase, view)
     if layers is not None:
@@ -74,7 +74,7 @@ def fit(accounted: list[dict], measured_on: str, leave_out: tuple[str, ...] = ()
                 fixed = (known["phases"].get(phase) or {}).get(view)
                 if fixed is None:
                     continue
-                rule, x1, x2 = _features(known, estimate, phase, view)
+                rule, x1, x2 = features(known, estimate, phase, view)
                 key = (scenario["framework"], scenario["kind"], phase, view, rule)
                 points.setdefault(key, []).append((x1, x2, figures["measured"] - figures["tensors"] - fixed))
                 nets.setdefault(key[:2], set()).add(zoo_split.net_of(scenario))

@@ -221,7 +221,8 @@ def evaluation(evaluated: list[errors.Row], nets: list[str]) -> dict:
             figures = errors.summary(group)[(framework, EVALUATED_VIEW, "footprint")]
             found.setdefault(framework, {})[half] = {
                 "nets": len({row.net for row in group}), "n": figures["n"], "median": figures["median"],
-                "p90": figures["p90"], "max": figures["worst"].error, "worst": figures["worst"].model,
+                "p90": figures["p90"], "max": figures["worst"].error,
+                "worst": figures["worst"].net or figures["worst"].model,  # a model file's net, not its path
                 "unsafe": figures["unsafe"], **({"margin": margin} if half == zoo_split.HELD_OUT else {}),
                 "unsafe_with_margin": None if margin is None else sum(row.unsafe(margin) for row in group) / len(group)}
     return {"device": "cpu", "phases": list(EVALUATED), "view": EVALUATED_VIEW, "quantile": errors.MARGIN_QUANTILE,
