@@ -21,6 +21,7 @@ from models.allocator_modes import CUDA_MODULE_LOADING, mode_names
 from models.catalogue import listed_models, load_model
 from models.estimate import Estimate, estimate, floor
 from models.importers.files import load_spec_file
+from models.layer_kinds import PROBED
 from models.record import atomic_write_json
 from models.scenario import DEVICES, DTYPES, OPTIMIZERS, PHASES, SCENARIO_KINDS, Scenario
 from models.spec import MAX_SIZE, SpecError
@@ -154,6 +155,7 @@ def _models(args: argparse.Namespace) -> int:
               f"{len(spec.layers):>6}  {shapes}  {spec.loss}")
     if not args.model_file:
         print("plain-N: the plain family for any depth N (plain-8 shown)")
+        print(f"probe-kind-K[-sameN]: the kind probes, K one of {', '.join(PROBED)} (the kinds suite runs 17)")
     return 0
 
 
