@@ -1,7 +1,7 @@
 # make bench [SUITE=default] [DEVICE=auto|cpu|cuda] [FRAMEWORKS=torch,keras-jax] [MODELS=keras-small] [TIMEOUT=600]
 #            [START=--resume|--fresh] [JOBS=2] [BATCHES=10,20,30]
 # make gpu-check [DEVICE=auto|cpu|cuda] [QUICK=1] [LIMIT=540] [PIECES=default,fit] [OUT=folder] [WHEELS=.whl]
-# make zoo [NETS=resnet18,MobileNetV2]
+# make zoo [NETS=resnet18,MobileNetV2] [SEED=results/zoo-<commit>]
 # make test
 PYTHON ?= python3
 TOOLS := .venv-tools
@@ -54,7 +54,7 @@ gpu-check: $(if $(FOOTPRINT_PYTHON),,envs)
 zoo: envs
 	$(TOX) run -e zoo-torch --notest -q
 	.tox/zoo-torch/bin/python -m pip install -q --no-deps torchvision==0.29.1
-	.tox/bench/bin/python -m suites zoo $(if $(NETS),--nets "$(NETS)")
+	.tox/bench/bin/python -m suites zoo $(if $(NETS),--nets "$(NETS)") $(if $(SEED),--seed "$(SEED)")
 
 test: envs
 	$(TOX) run -e test
