@@ -19,13 +19,14 @@ from suites.analysis import accounting, figures
 from suites.analysis.constants import PROBES
 from suites.analysis.figures import MIB, driver_peak
 from suites.report import headline, plots
+from suites.run import runfile
 from suites.run.registry import ROOT
 from suites.run.runfile import load
 from tests.conftest import published_json
 
 RESULTS = ROOT / "results"
-RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_json()
-              if isinstance(data := json.loads(path.read_text()), dict) and isinstance(data.get("records"), list))
+RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_json()  # run files, not a zoo's records
+              if isinstance(data := json.loads(path.read_text()), dict) and data.get("kind") == runfile.KIND)
 # What a breakdown may name: the measured parts, the estimate's parts that name part of a need, what no rule names, the
 # allocator's pool beyond the need, and what the driver holds beyond all that.
 NAMES = {"context", "weights", "gradients", "optimizer_state", "inputs", "activations", "library_workspace",

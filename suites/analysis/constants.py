@@ -230,7 +230,8 @@ def _with_kind_costs(data: dict, resolved_device: str) -> dict | None:
     for framework, by_kind in measured.get("frameworks", {}).items():
         for kind, known in by_kind.items():
             if "kind_costs" in known and kind in result["frameworks"].get(framework, {}):
-                result["frameworks"][framework][kind]["kind_costs"] = known["kind_costs"]
+                result["frameworks"][framework][kind]["kind_costs"] = known["kind_costs"] | {
+                    "source": str((kinds / path(resolved_device).name).relative_to(ROOT))}
     return result
 
 

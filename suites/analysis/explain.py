@@ -202,7 +202,8 @@ def _depth_said(analytic: Estimate, known: dict) -> str:
     if known.get("kind_costs"):
         fitted = (f", scaled as the zoo's tuned half measured ({len(known['depth']['nets'])} nets) with a cost per "
                   f"byte of its full conv kernels" if known.get("depth") else "")
-        return (f"; with the kind probes' cost of each of its {analytic.layers} layers by its kind "
+        source = f" ({known['kind_costs']['source']})" if "source" in known["kind_costs"] else ""
+        return (f"; with the kind probes' cost{source} of each of its {analytic.layers} layers by its kind "
                 f"({analytic.distinct_layers} distinct){fitted}")
     if known.get("depth"):
         return (f"; with the costs per distinct and per repeating layer the zoo's tuned half measured "
