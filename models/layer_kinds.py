@@ -1,8 +1,8 @@
 """Which probe measures what a layer of each kind costs a compiling framework beyond its tensors.
 
 XLA (JAX, Keras on JAX) compiles and keeps code and buffers for each layer that differs from those before it, and
-Keras on TensorFlow keeps a traced graph per layer; what that costs depends on the layer's kind by a factor of about
-eighty on the CPU (docs/estimate.md): a batch norm's training step far more than a ReLU's. The kind probes
+Keras on TensorFlow keeps a traced graph per layer; what that costs depends on the layer's kind by a factor of fifty
+and more on the CPU (docs/estimate.md): a batch norm's training step far more than a ReLU's. The kind probes
 (models.catalogue `probe-kind-*`) measure one cost per probed kind for a distinct layer and one for a layer that
 repeats an earlier one (suites.analysis.kind_costs); every spec kind is measured by the probe of the kind whose
 code is most like its own, so a kind without a probe of its own is named here, never guessed in silence.

@@ -11,9 +11,9 @@ of the tuned half of the zoo's split (models/zoo_split.py), the nets the estimat
 with neither cost below zero, above the probe's fixed cost. The held-out half then says how well it carries over.
 
 Where the kind probes measured a framework (suites.analysis.kind_costs: what a layer costs by its kind, a batch
-norm's training step on JAX eighty times a ReLU's), the two numbers fitted are instead a scale on the kind probes'
-sum over the net's layers and a cost per byte of its full conv kernels (models.layer_kinds), which on JAX's CPU
-holds about two bytes per kernel byte beyond the rules, by a mechanism not yet pinned down.
+norm's training step on Keras on JAX sixty times a ReLU's), the two numbers fitted are instead a scale on the kind
+probes' sum over the net's layers and a cost per byte of its full conv kernels (models.layer_kinds), which on JAX's
+CPU holds about two bytes per kernel byte beyond the rules, by a mechanism not yet pinned down.
 """
 
 from __future__ import annotations
