@@ -65,6 +65,15 @@ class Rules:
     caching_on: tuple[str, ...] = ()
     # the techniques whose allocation order `eager_order` follows there; the others keep `phases._pages_kept`'s floor
     ordered_techniques: tuple[str, ...] = ("none", "inplace", "empty_cache", "accumulate", "tracked")
+    # the devices whose compiler turns a depthwise conv's filter gradient into a dense conv's, planning
+    # EXPANDED_FILTER_COPIES temporaries of kh x kw x C_in x C_out while that conv back-propagates (XLA's CPU backend)
+    expands_depthwise_on: tuple[str, ...] = ()
+
+
+# XLA's CPU plan for one depthwise conv's filter gradient (compiled memory_analysis(), jax 0.10.2): two buffers of
+# the dense kernel kh x kw x C x C, whatever the batch and map size (C 768, 7x7: 220.5 MiB for 2 x 110.2), for the
+# largest such conv alone however many there are; a grouped conv of fewer groups is not expanded
+EXPANDED_FILTER_COPIES = 2
 
 
 NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input",), "relu": ("output",),
@@ -199,6 +208,7 @@ RULES = {
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_on=("cuda",),
         init_copies=2,
         accumulator_copies=1, update_temporaries={}, policy_keeps={"bnrelu": ("conv2d",)}, recomputes_on=("cuda",),
+        expands_depthwise_on=("cpu",),
         tracked_saves={"batchnorm": ("residual", "channels", "channels"), "relu": ("mask", "residual"),
                        "hard_sigmoid": ("mask", "residual"), "hard_swish": ("input", "mask", "residual", "residual")},
         why="jax.vjp residuals (jax.ad_checkpoint.print_saved_residuals): conv (grouped too) and dot keep their input,"
@@ -252,6 +262,7 @@ RULES = {
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
         streams_on=("cuda",), in_flight=5, init_copies=2, cuda_init_copies=0, accumulator_copies=1,
         update_temporaries={}, recomputes_on=("cuda",), bfc_on=("cuda",), state_made="per_weight",
+        expands_depthwise_on=("cpu",),
         why="JAX's autodiff under Keras: the jax rules for what is saved, except batch norm: Keras's composed"
             " batch_normalization (x * inv + (offset - mean * inv)) keeps its input; jnp.var also leaves x - mean as a"
             " residual, which XLA recomputes from the input (on its CPU buffers: +1 activation per batch norm, not 2);"

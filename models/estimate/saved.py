@@ -4,14 +4,15 @@ technique (recomputed runs, in place, tracked), swept over the steps once (`acti
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate
 
 from models import techniques
-from models.estimate.rules import BOOL, EVAL_SAVES, FLOAT32, INT64, Rules
+from models.estimate.rules import BOOL, EVAL_SAVES, EXPANDED_FILTER_COPIES, FLOAT32, INT64, Rules
 from models.estimate.tensors import Step, Tensors, steps, tensors_of, view_steps
-from models.spec import INPUT, ModelSpec
+from models.spec import INPUT, Conv2D, ModelSpec
 
 
 def _over_steps(count: int, spans: Iterable[tuple[int, int, int]]) -> list[int]:
@@ -216,12 +217,30 @@ def recomputed_runs(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Ten
     return kept - {INPUT}, [run_of.get(op.layer) for op in ops]
 
 
+def expanded_filters(spec: ModelSpec, rules: Rules, ops: list[Step], device: str, bytes_per_value: int) -> list[int]:
+    """Per step, the temporaries its backward plans where the compiler expands a depthwise conv's filter gradient
+    into a dense conv's (`rules.expands_depthwise_on`): EXPANDED_FILTER_COPIES of kh x kw x C_in x C_out, so that
+    a ConvNeXt's 7x7 depthwise convs of 1,024 channels hold 392 MiB while its maps are a few KiB."""
+    if device not in rules.expands_depthwise_on:
+        return [0] * len(ops)
+    shapes = spec.walk()
+    found = []
+    for op in ops:
+        layer = shapes[op.layer]
+        conv, channels = layer.layer, layer.input_shapes[0][-1]
+        depthwise = op.kind == "conv2d" and isinstance(conv, Conv2D) and conv.groups == channels > 1
+        found.append(EXPANDED_FILTER_COPIES * bytes_per_value * math.prod(layer.params["kernel"][:2]) * channels
+                     * conv.filters if depthwise else 0)
+    return found
+
+
 def _backward_worst(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Tensors, views: set[int],
                     kept: set[int], savers: dict[int, list[int]], extras: list[int], group: list[int | None],
                     saved: int, value: int, device: str, workspace: int,
-                    matmuls: list[int]) -> tuple[int, int, int, int]:
+                    matmuls: list[int], expanded: list[int]) -> tuple[int, int, int, int]:
     """The training step's worst moment, swept from the last step back (and the forward's end where the call holds
-    its outputs): (total, held, gradients, workspaces) bytes."""
+    its outputs): (total, held, gradients, workspaces) bytes; `expanded`: per step, what its backward plans beyond
+    (`expanded_filters`)."""
     count = len(ops)
     pending = _pending(group, [*((steps_, value * tensors.elements[tensor]) for tensor, steps_ in savers.items()),
                                *(([index], extra) for index, extra in enumerate(extras) if extra)])
@@ -237,7 +256,7 @@ def _backward_worst(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Ten
         grads = min(after, largest * rules.in_flight) if device in rules.streams_on else after
         flowing = value * _gradients(tensors, index, index in views, spanning[index])
         libraries = forward_workspace + (workspace if matmuls and index <= matmuls[-1] else 0)
-        worst = max(worst, (held + flowing + grads + libraries, held, grads, libraries))
+        worst = max(worst, (held + flowing + grads + libraries + expanded[index], held, grads, libraries))
         after += ops[index].weight_bytes
     if rules.holds_outputs:  # at the forward's end the call still holds the outputs nothing saved
         kept_tensors = kept | {tensor for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_)}
@@ -305,7 +324,8 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     saved += sum(extra for index, extra in enumerate(extras) if group[index] is None)
     matmuls = [index for index, op in enumerate(ops) if op.kind == "dense"] if workspace else []
     worst = _backward_worst(spec, rules, ops, tensors, views, kept, savers, extras, group, saved, value, device,
-                            workspace, matmuls)
+                            workspace, matmuls, expanded_filters(spec, rules, ops, device,
+                                                                 activation_bytes or bytes_per_value))
     transient = _forward_transient(spec, rules, ops, tensors, views, savers, extras, group, technique, value,
                                    workspace, matmuls)
     return Activations(saved, max(worst[0] - worst[3], saved), worst[1], worst[2], transient[0] - transient[1],
