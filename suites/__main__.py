@@ -197,23 +197,25 @@ def _estimate(args: argparse.Namespace) -> int:
     analytic = at(args.framework, known, args.batch or 0)
     shown = (str(source.resolve().relative_to(constants.ROOT)) if source.resolve().is_relative_to(constants.ROOT)
              else str(source))
+    # the published zoo's margins were measured with the published constants: other constants have none
+    other = shown if source.resolve() != constants.path(resolved).resolve() else None
+    zoo = None if other else margins.published_zoo()
     if budget is not None:
         unit = ACCUMULATION_STEPS if args.technique == "accumulate" else 1
         answers: list[explain.BatchAnswer | tuple[str, str]] = []
-        zoo = margins.published_zoo()
         for name in [args.framework] if args.framework else frameworks():
             found = constants.lookup(measured, name, args.scenario)
             why = unavailable(name, args.technique, args.scenario, resolved, spec)
             answers.append((name, why) if why else
                            explain.batch_answer(name, found, partial(at, name, found), budget, MAX_BATCH, unit,
                                                 margins.margin(name, resolved, zoo)))
-        print(explain.budget_table(analytic, answers, budget, MAX_BATCH))
+        print(explain.budget_table(analytic, answers, budget, MAX_BATCH, other))
     else:
         # a pool mapped when the device starts: what the process holds with it off, its allocator growing
         without_pool = at(args.framework, known, args.batch or 0, True) if known and "pool" in known else None
-        margin = margins.margin(args.framework, resolved, margins.published_zoo()) if args.framework else None
+        margin = margins.margin(args.framework, resolved, zoo) if args.framework else None
         print(explain.layer_table(spec, analytic) if args.layers
-              else explain.render(analytic, known, shown, gpu, memory, args.explain, without_pool, margin))
+              else explain.render(analytic, known, shown, gpu, memory, args.explain, without_pool, margin, other))
     return 0
 
 

@@ -12,7 +12,7 @@ from models.catalogue import get_model
 from models.estimate import RULES, activations, estimate
 from models.importers.files import load_spec_file
 from suites.__main__ import MAX_BATCH, main
-from suites.analysis import explain, fit, margins
+from suites.analysis import constants, explain, fit, margins
 
 SPEC = {"name": "mine", "input_shape": [16, 16, 3], "loss": "cross_entropy", "default_batch": 4,
         "layers": [{"type": "conv2d", "filters": 8, "name": "stem"}, {"type": "batchnorm", "name": "norm"},
@@ -140,3 +140,21 @@ def test_an_estimate_says_what_it_can_be_trusted_to_on_a_net_it_never_saw(capsys
     expected = margins.margin("keras-jax", "cpu", margins.published_zoo())
     assert ("on nets it never saw (the zoo's held-out half on the cpu)" if expected else
             "on nets it never saw: unmeasured on the cpu") in shown
+
+
+def test_other_constants_state_no_margin_as_the_published_zoo_measured_none_for_them(
+        capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    """The published zoo's margin was measured with the published constants (their kind and depth costs): an estimate
+    on another constants file, here the published probe's figures alone, states none and says why, in its unseen-net
+    line and in the budget table, rather than quoting a margin measured for another rule."""
+    copied = tmp_path / "constants-cpu.json"
+    copied.write_text(margins.RESULTS.parent.joinpath(constants.path("cpu")).read_text())
+    assert margins.margin("jax", "cpu", margins.published_zoo())  # the published constants have one
+    shown = " ".join(line.strip() for line in _answer(capsys, "--model", "resnet50", "--framework", "jax",
+                                                      "--constants", str(copied)))
+    assert f"on nets it never saw: unmeasured with the constants of {copied} (the published zoo's margin" in shown
+    assert "median error" not in shown
+    table = " ".join(line.strip() for line in _answer(capsys, "--model", "resnet50", "--framework", "jax",
+                                                      "--budget", "4GiB", "--constants", str(copied)))
+    assert f"no margin for jax: unmeasured with the constants of {copied}" in table
+    assert "grown by its margin" not in table

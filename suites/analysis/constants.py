@@ -207,10 +207,15 @@ def overhead(known: dict | None, phase: str, view: str, analytic: Estimate) -> i
     return fixed + max(slope, 0) * max(analytic.layers - depth["probe_layers"], 0)
 
 
+def _plain_name(resolved_device: str) -> str:
+    """The device's published constants file, relative to the project: what a depth fit above them alone names."""
+    return str(path(resolved_device).relative_to(ROOT))
+
+
 def published_name(resolved_device: str) -> str:
     """The device's published constants, relative to the project, as a depth fit names its base: with the kind
     costs where they are published for the device (`KIND_COSTS`), since the zoo fits above them."""
-    plain, kinds = str(path(resolved_device).relative_to(ROOT)), KIND_COSTS.get(resolved_device)
+    plain, kinds = _plain_name(resolved_device), KIND_COSTS.get(resolved_device)
     if not kinds:
         return plain
     return f"{plain} with the kind costs of {(kinds / path(resolved_device).name).relative_to(ROOT)}"
@@ -256,8 +261,7 @@ def load(resolved_device: str, source: Path | None = None, with_depth: bool = Tr
         if not with_depth:
             return with_kinds or data
         fitted = (margins.published_zoo() or {}).get("depth") or {}
-        plain = str(path(resolved_device).relative_to(ROOT))
-        for base, name in ((with_kinds, published_name(resolved_device)), (data, plain)):
+        for base, name in ((with_kinds, published_name(resolved_device)), (data, _plain_name(resolved_device))):
             if base is not None and fitted.get("measured_on") == name:
                 return depth.merged(base, fitted, name)
         return data

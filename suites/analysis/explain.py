@@ -13,7 +13,7 @@ from models.estimate import CATEGORIES, RULES, Estimate, estimate, kept_by_layer
 from models.scenario import DTYPES, Scenario
 from models.spec import ModelSpec
 from suites.analysis import constants, fit
-from suites.analysis.margins import Margin, unseen_line
+from suites.analysis.margins import Margin, unmeasured, unseen_line
 
 MIB = 2**20
 WIDTH = 120  # a line a person reads; longer ones wrap, indented
@@ -136,12 +136,13 @@ def peak_total(analytic: Estimate, known: dict | None) -> tuple[str, int]:
 
 def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None = None,
            gpu_memory: int | None = None, explain: bool = False, without_pool: Estimate | None = None,
-           margin: Margin | None = None) -> str:
+           margin: Margin | None = None, other_constants: str | None = None) -> str:
     """The categories per phase in MiB, the measured constants (labelled) and the total; for a framework that maps a
     pool when the device starts, the pool on a line of its own, sized for the card `gpu` of `gpu_memory` bytes (the
     constants' card where None) and never in the total, and what the process holds without it (`without_pool`: the
     same scenario estimated with the pool off, which a pooled framework's estimate needs); with a framework, what
-    the total can be trusted to on an unseen net (`margin`: the held-out half's, None where it has none). Every line
+    the total can be trusted to on an unseen net (`margin`: the held-out half's, None where it has none or where
+    `other_constants` names the constants the estimate runs on instead of the published ones). Every line
     fits a terminal (WIDTH); the rules' reasons, two thousand characters, only with `explain`, one rule a line."""
     size = DTYPES[analytic.dtype]
     phases = [p for p in analytic.phases if p.items]
@@ -183,7 +184,7 @@ def render(analytic: Estimate, known: dict | None, source: str, gpu: str | None 
                         f"commit {known['git_commit']}, {known['measured_at']}"
                         + _depth_said(analytic, known) + ")", "  ")]
         lines += _pool_lines(analytic, known, peak_name, peak, gpu, gpu_memory, without_pool) if pooled else []
-        lines += wrap(unseen_line(analytic.framework, analytic.device, margin, peak))
+        lines += wrap(unseen_line(analytic.framework, analytic.device, margin, peak, other_constants))
     else:
         peak_name = analytic.peak.name
         lines += ["", f"total at the peak ({analytic.peak.name}): {analytic.peak.total / MIB:,.1f} MiB of tensors;",
@@ -290,9 +291,11 @@ def _grows(answer: BatchAnswer) -> str:
     return f"{_small(total - peak_total(low, answer.known)[1], examples)}: {_small(most, examples)} {label}"
 
 
-def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], budget: int, bound: int) -> str:
+def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], budget: int, bound: int,
+                 other_constants: str | None = None) -> str:
     """Per framework, the largest batch within `budget` from the estimate alone, the first that is not, and what grows
-    per example; a framework that cannot run the scenario (name, reason) says why; `first` names the scenario. Every
+    per example; a framework that cannot run the scenario (name, reason) says why; `first` names the scenario;
+    `other_constants`: the constants it runs on where not the published ones (no margin holds for them). Every
     line fits (WIDTH)."""
     rows = [("framework", "largest batch", "estimate MiB", "first over", "grows per example")]
     notes = []
@@ -318,8 +321,9 @@ def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], 
               if isinstance(answer, BatchAnswer) and answer.margin]
     unmargined = [answer.framework for answer in answers if isinstance(answer, BatchAnswer) and not answer.margin]
     if unmargined:
-        notes.append(f"no margin for {', '.join(unmargined)} on {first.device}: the zoo's held-out nets have not been "
-                     f"trained in it there, so its error on nets it never saw is unmeasured (`python -m suites zoo`)")
+        names = ", ".join(unmargined)
+        notes.append(f"no margin for {names}: {unmeasured(names, first.device, other_constants)}"
+                     + ("" if other_constants else "; `python -m suites zoo` measures it"))
     notes.append("an estimate, not a measurement: `python -m suites fit` runs the batches and measures them")
     # the usual widths (which fit the titles), or a figure's and a gap where wider: at the largest batch an estimate of
     # hundreds of billions of MiB stays apart from its neighbours

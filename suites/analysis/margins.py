@@ -65,16 +65,24 @@ def margin(framework: str, device: str, zoo: dict | None) -> Margin | None:
                   zoo["folder"])
 
 
-def unseen_line(framework: str, device: str, margin: Margin | None, peak: int) -> str:
+def unmeasured(framework: str, device: str, constants: str | None = None) -> str:
+    """Why a framework's estimate has no margin: the zoo never trained it on the device, or the estimate runs on
+    `constants` other than the published ones, which the published zoo's margin was measured with."""
+    if constants:
+        return (f"unmeasured with the constants of {constants} (the published zoo's margin holds for the published "
+                f"constants alone)")
+    return f"unmeasured on the {device} (the zoo's held-out half has not been trained in {framework} there)"
+
+
+def unseen_line(framework: str, device: str, margin: Margin | None, peak: int, constants: str | None = None) -> str:
     """What the estimate's total at the peak (`peak` bytes) can be trusted to on a net it never saw, in one sentence:
-    the held-out median and the total with the margin, or that it is unmeasured on this device. For the XLA family
+    the held-out median and the total with the margin, or why it is unmeasured (`unmeasured`). For the XLA family
     it names what the spec cannot tell."""
     unknown = (" What XLA keeps beyond the kept tensors (its buffer plan's own temporaries, its compiler's heap) is "
                "not known from the spec: the margin counts it." if backends.backend(framework) in ("jax", "tensorflow")
                else "")
     if margin is None:
-        return (f"on nets it never saw: unmeasured on the {device} (the zoo's held-out half has not been trained in "
-                f"{framework} there), so no margin.{unknown}")
+        return f"on nets it never saw: {unmeasured(framework, device, constants)}, so no margin.{unknown}"
     return (f"on nets it never saw (the zoo's held-out half on the {device}): median error {margin.median:.1%}; with "
             f"its margin +{margin.value:.0%} the total at the peak is {peak * (1 + margin.value) / 2**20:,.1f} MiB "
             f"({margin.source}/).{unknown}")
