@@ -20,7 +20,7 @@ from models.spec import ModelSpec
 from suites.run import forward
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, frameworks, interpreter
-from suites.run.runfile import identity
+from suites.run.runfile import KIND, identity
 
 FRAMEWORKS = frameworks()
 
@@ -30,6 +30,12 @@ def published_json() -> list[Path]:
     the published files read these alone, so what a local run left never changes what they check."""
     local = ROOT / "results" / "local"
     return [path for path in sorted((ROOT / "results").rglob("*.json")) if not path.is_relative_to(local)]
+
+
+def published_runs() -> list[Path]:
+    """The run files among `published_json`: not a constants file, a zoo's table or its training records."""
+    return [path for path in published_json()
+            if isinstance(data := json.loads(path.read_text()), dict) and data.get("kind") == KIND]
 
 
 def run_worker(framework: str, *args: str, timeout: float = 600) -> str:

@@ -17,7 +17,7 @@ from suites.report import readout
 from suites.report.render import render
 from suites.run.registry import ROOT
 from suites.run.runfile import load
-from tests.conftest import published_json, run_cli
+from tests.conftest import published_runs, run_cli
 
 VALID = ["--framework", "torch", "--model", "keras-small", "--scenario", "infer", "--device", "cpu"]
 
@@ -101,8 +101,7 @@ def test_models_lists_the_catalogue_with_counts() -> None:
         assert f"{spec.param_count:,}" in done.stdout and spec.name in done.stdout
 
 
-RUN_FILES = [path for path in published_json()
-             if json.loads(path.read_text()).get("kind") == "footprint.run"]
+RUN_FILES = published_runs()
 
 
 @pytest.mark.parametrize("run_file", RUN_FILES, ids=lambda path: str(path.relative_to(ROOT / "results")))

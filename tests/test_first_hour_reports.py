@@ -4,7 +4,6 @@ not apply, and sizes said as exactly as the rest of the report."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,10 @@ from suites.analysis.figures import mib
 from suites.report import headline, readout, render, summary
 from suites.run.registry import ROOT
 from suites.run.runfile import load
-from tests.conftest import published_json
+from tests.conftest import published_runs
 
 RESULTS = ROOT / "results"
-RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_json()
-              if json.loads(path.read_text()).get("kind") == "footprint.run")
+RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_runs())
 
 
 def _header(lines: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ from models.catalogue import get_model
 from models.estimate import floor
 from suites.analysis import accounting, figures
 from suites.run.registry import ROOT
-from tests.conftest import published_json
+from tests.conftest import published_runs
 
 RESULTS = ROOT / "results"
 # TensorFlow's CPU allocator does not see a small net's tensors: for the probes and the plain-N nets it reads 0 bytes
@@ -25,10 +25,8 @@ BLIND = {("keras-tensorflow", "cpu")}
 
 def _records() -> Iterator[tuple[str, dict]]:
     """Every train or infer record that ran, from every run file."""
-    for path in published_json():
+    for path in published_runs():
         data = json.loads(path.read_text())
-        if not isinstance(data, dict) or data.get("kind") != "footprint.run":  # a zoo's records name no spec
-            continue
         for record in data["records"]:
             if record["scenario"]["kind"] in ("train", "infer") and record["status"] == "ok":
                 yield str(path.relative_to(RESULTS)), record

@@ -7,7 +7,6 @@ no label that compares a pool, one view per sweeps axis, no breakdown part that 
 from __future__ import annotations
 
 import colorsys
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -25,18 +24,13 @@ from models.scenario import Scenario
 from suites.analysis import accounting, across_records, errors, figures, fit
 from suites.report import plots
 from suites.run import runfile
-from tests.conftest import published_json
+from tests.conftest import published_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN_PANEL = (2.0, 1.2)  # inches: the smallest panel a person reads
 
 
-def _is_run_file(path: Path) -> bool:
-    data = json.loads(path.read_text())
-    return isinstance(data.get("records"), list) and data.get("kind") == "footprint.run"
-
-
-RUN_FILES = [path for path in published_json() if _is_run_file(path)]
+RUN_FILES = published_runs()
 POOLED_RUN = ROOT / "results" / "h100-ec3adfa" / "default-cuda.json"  # jax and keras-jax with JAX's 61 GB pool
 # The figures by the name of their file, every framework drawn, and the run each figure draws, by the same name.
 Drawn = tuple[list[tuple[str, Figure]], set[str], dict[str, dict]]

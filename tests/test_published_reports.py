@@ -6,7 +6,6 @@ compare only like with like. A new folder of run files is checked as soon as it 
 from __future__ import annotations
 
 import functools
-import json
 import re
 
 import pytest
@@ -19,14 +18,12 @@ from suites.analysis import accounting, figures
 from suites.analysis.constants import PROBES
 from suites.analysis.figures import MIB, driver_peak
 from suites.report import headline, plots
-from suites.run import runfile
 from suites.run.registry import ROOT
 from suites.run.runfile import load
-from tests.conftest import published_json
+from tests.conftest import published_runs
 
 RESULTS = ROOT / "results"
-RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_json()  # run files, not a zoo's records
-              if isinstance(data := json.loads(path.read_text()), dict) and data.get("kind") == runfile.KIND)
+RUNS = sorted(str(path.relative_to(RESULTS)) for path in published_runs())
 # What a breakdown may name: the measured parts, the estimate's parts that name part of a need, what no rule names, the
 # allocator's pool beyond the need, and what the driver holds beyond all that.
 NAMES = {"context", "weights", "gradients", "optimizer_state", "inputs", "activations", "library_workspace",
