@@ -30,13 +30,12 @@ def probe_kind(layer: object) -> str:
 
 def census(spec: ModelSpec) -> dict[str, list[int]]:
     """Per probed kind, [distinct layers, layers that repeat an earlier one]: a layer is distinct where no layer
-    before it has its kind, options and input shapes (as `ModelSpec.distinct_layers` counts)."""
+    before it is compiled as it is (`LayerShapes.compiled_as`, as `ModelSpec.distinct_layers` counts)."""
     seen: set = set()
     found = {kind: [0, 0] for kind in PROBED}
     for shapes in spec.walk():
-        key = (repr(shapes.layer), shapes.input_shapes)
-        found[probe_kind(shapes.layer)][key in seen] += 1
-        seen.add(key)
+        found[probe_kind(shapes.layer)][shapes.compiled_as in seen] += 1
+        seen.add(shapes.compiled_as)
     return {kind: counts for kind, counts in found.items() if any(counts)}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import ClassVar
 
@@ -706,6 +706,10 @@ LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "layerscale", "rescale",
                "normalize")
 NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
+# Options a compiler's code takes as a mere number: a dropout's rate is a threshold and a scale, so dropouts that differ
+# in nothing else (EfficientNet's stochastic depth, its rate rising block by block) cost XLA's CPU about what a repeat
+# does, not what a new layer does (docs/estimate.md).
+CODE_NUMBERS: dict[str, tuple[str, ...]] = {"dropout": ("rate",)}
 
 
 @dataclass(frozen=True)
@@ -741,6 +745,13 @@ class LayerShapes:
     def weights(self) -> dict[str, Shape]:
         """Every array the layer holds, in the order the canonical weights list them."""
         return self.params | self.statistics
+
+    @property
+    def compiled_as(self) -> tuple[str, tuple[Shape, ...]]:
+        """What a compiler's code for the layer depends on: its kind and options, but those it takes as a mere number
+        (CODE_NUMBERS), and its input shapes. Layers alike in this reuse one layer's code."""
+        numbers = {name: getattr(type(self.layer), name) for name in CODE_NUMBERS.get(self.layer.kind, ())}
+        return repr(replace(self.layer, **numbers)), self.input_shapes
 
 
 @dataclass(frozen=True)
@@ -856,9 +867,10 @@ class ModelSpec:
 
     @cached_property
     def distinct_layers(self) -> int:
-        """How many layers differ in kind, options or input shapes: a compiler builds code for each, which a layer
-        that repeats one (a ResNet's identical blocks) reuses; XLA's runtime grows with these (docs/estimate.md)."""
-        return len({(repr(shapes.layer), shapes.input_shapes) for shapes in self.walk()})
+        """How many layers differ in kind, options or input shapes (`LayerShapes.compiled_as`): a compiler builds
+        code for each, which a layer that repeats one (a ResNet's identical blocks) reuses; XLA's runtime grows with
+        these (docs/estimate.md)."""
+        return len({shapes.compiled_as for shapes in self.walk()})
 
     @cached_property
     def param_count(self) -> int:

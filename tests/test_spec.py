@@ -11,7 +11,9 @@ from models.spec import (
     Concat,
     Conv2D,
     Dense,
+    Dropout,
     Flatten,
+    GlobalAvgPool,
     HardSwish,
     MaxPool2D,
     ModelSpec,
@@ -88,6 +90,17 @@ def test_a_kind_probe_holds_its_kind_distinct_or_repeating_and_every_spec_kind_i
     for bad in ("probe-kind-softmax", "probe-kind-conv-same0"):
         with pytest.raises(SpecError, match="valid"):
             get_model(bad)
+
+
+def test_dropouts_that_differ_only_in_their_rate_are_compiled_alike() -> None:
+    """EfficientNet's stochastic depth raises its per-example dropout's rate block by block: XLA's code takes the
+    rate as a number, so each such dropout counts as a repeat of the first (on JAX's CPU 4.4 MiB each against 14 for
+    a new layer, docs/estimate.md); a dropout of another shape or mask is another layer's code."""
+    rising = tuple(layer for rate in (0.1, 0.2, 0.3) for layer in (Conv2D(8, padding=1), Dropout(rate, True)))
+    spec = ModelSpec("stochastic-depth", (4, 4, 8), (*rising, Dropout(0.3), GlobalAvgPool(), Dropout(0.3, True)),
+                     "mse")
+    assert census(spec) == {"conv": [1, 2], "dropout": [3, 2], "elementwise": [1, 0]}
+    assert spec.distinct_layers == 5
 
 
 def test_plain_family_grows_by_one_conv_per_depth() -> None:
