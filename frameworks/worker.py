@@ -41,13 +41,17 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from frameworks.adapter import Adapter
+from frameworks.gate import Gate
 from frameworks.host_memory import HostMemory
 from frameworks.rss_sampler import RssSampler
 from models.catalogue import load_model
 from models.protocol import (
+    ASK_READING,
+    ASK_SETTLED,
     COMPILE_CACHE_VARIABLE,
     HELPER_PREFIX,
     MARK_VARIABLE,
+    SETTLE_MAX_S,
     end_with_parent,
     programs_key,
     write_scenario,
@@ -56,9 +60,6 @@ from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_jso
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
 CALIBRATION_HOLD_S = 0.5
-# NVML's reading of a new CUDA context trails it: in the H100 run at ec3adfa, 3 of 16 probes ended a 0.1-0.3 s
-# context phase at 32-104 MiB and NVML showed the other ~420 MiB within the next 20 ms, in their build phase
-CONTEXT_SETTLE_S = 1.0
 # The `allocator-warning` fault's line, word for word: XLA's autotuner asking for scratch it may be refused, as the
 # compile helper of the fit's jax keras200m probe logged it on the H100 at c3d4247 (a warning, not an error)
 AUTOTUNER_WARNING = ("W1124 08:36:33.305511    1228 bfc_allocator.cc:371] Allocator (GPU_0_bfc) ran out of memory "
@@ -158,6 +159,7 @@ class DriverReadings:
     def __init__(self) -> None:
         named = os.environ.pop(MARK_VARIABLE, "")  # for this process alone: its children have no such pipes
         self.fds = tuple(int(fd) for fd in named.split(",")) if named else ()
+        self.held = False  # before its gate a worker asks nothing: the sampler starts when it is released
         self.answers = select.poll()  # not select(): the numbers are the orchestrator's, and may pass FD_SETSIZE
         if self.fds:
             ask, hear = self.fds
@@ -168,12 +170,24 @@ class DriverReadings:
 
     def take(self) -> None:
         """Returns once a reading taken after this call is in the sampler's series (or it gave up)."""
-        if not self.fds:
+        self._ask(ASK_READING, MARK_WAIT_S)
+
+    def settle(self) -> float:
+        """Returns once NVML's figure has stopped moving (or it gave up), and how long that took: NVML's reading of
+        a new CUDA context trails it (in the H100 run at ec3adfa, 3 of 16 probes ended a 0.1-0.3 s context phase at
+        32-104 MiB and NVML showed the other ~420 MiB within the next 20 ms), so the context phase waits for it
+        rather than a fixed second."""
+        started = time.monotonic()
+        self._ask(ASK_SETTLED, SETTLE_MAX_S + MARK_WAIT_S)
+        return round(time.monotonic() - started, 3)
+
+    def _ask(self, word: bytes, wait_s: float) -> None:
+        if not self.fds or self.held:
             return
         ask, hear = self.fds
         try:
-            os.write(ask, b"?")
-            if self.answers.poll(MARK_WAIT_S * 1000) and os.read(hear, 1):  # not b"": the sampler is gone
+            os.write(ask, word)
+            if self.answers.poll(wait_s * 1000) and os.read(hear, 1):  # not b"": the sampler is gone
                 return
         except OSError:  # the sampler is gone (a broken pipe)
             pass
@@ -263,9 +277,11 @@ class PhaseRunner:
         raise RuntimeError(f"injected fault in phase {name}")
 
 
-def phase_actions(adapter: Adapter, framework: dict, helper: dict) -> dict[str, Callable[[], dict | None]]:
+def phase_actions(adapter: Adapter, framework: dict, worker: dict,
+                  settle: Callable[[], float]) -> dict[str, Callable[[], dict | None]]:
     """What each phase does; an action returns the notes it wants in the phase's record. Where a helper compiled
-    ahead, `compile` loads from its cache and records the helper's compile scratch, or fails as the helper did."""
+    ahead (`worker["compile_helper"]`, by the compile phase), `compile` loads from its cache and records the
+    helper's compile scratch, or fails as the helper did. `settle` waits until NVML's figure stops moving."""
 
     def import_framework() -> None:
         framework["versions"] = adapter.import_framework()
@@ -274,8 +290,7 @@ def phase_actions(adapter: Adapter, framework: dict, helper: dict) -> dict[str, 
         framework["device"] = adapter.init_device()
         if adapter.scenario.device != "cuda":
             return None
-        time.sleep(CONTEXT_SETTLE_S)  # so that the phase's NVML peak holds the whole context, not a build phase
-        return {"settled_s": CONTEXT_SETTLE_S}
+        return {"settled_s": settle()}  # so that the phase's NVML peak holds the whole context, not a build phase
 
     def build() -> None:
         adapter.build()
@@ -289,21 +304,24 @@ def phase_actions(adapter: Adapter, framework: dict, helper: dict) -> dict[str, 
         return {"allocated_bytes": CALIBRATION_BYTES}
 
     def compile_phase() -> dict:
+        helper = worker.get("compile_helper") or {}
         if helper.get("failure"):
             raise RuntimeError(helper["failure"])
         notes = adapter.compile()
         if not helper:
             return notes | {"compiled_in": "this process"}
-        return notes | {"compiled_in": "helper process, before the phases; loaded here from its persistent cache",
-                        "compile_scratch": helper["compile_scratch"]}
+        return notes | {"compiled_in": "helper process, before the device phases; loaded here from its persistent "
+                                       "cache", "compile_scratch": helper["compile_scratch"]}
 
     return {"import": import_framework, "context": context, "build": build, "compile": compile_phase,
             "train_step_1": adapter.train_step, "train_step_2": adapter.train_step, "inference": adapter.infer,
             "allocate": allocate}
 
 
-def compile_ahead(adapter: Adapter, folder: str) -> dict:
-    """Runs the adapter's compile helper before any phase, so its scratch is in no measured window.
+def compile_ahead(adapter: Adapter, folder: str) -> Callable[[], dict] | None:
+    """Sets the compile cache's variables now, before the framework is imported, and returns what runs the adapter's
+    compile helper (None where it has none), which the worker calls between its import and context phases (after
+    its gate, if it has one: the helper touches the device), so its scratch is in no measured window.
 
     The helper is a fresh process of this interpreter that builds the same scenario (its file written in `folder`)
     and compiles what the phases will run into a persistent cache, which this worker then reads (its variables set
@@ -316,7 +334,7 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
     kept for `compile` to report.
     """
     if not adapter.compiles_ahead or "compile" not in adapter.scenario.phases:
-        return {}
+        return None
     bench_cache = os.environ.get(COMPILE_CACHE_VARIABLE)
     bench_cache = bench_cache if bench_cache and os.path.isdir(bench_cache) else None  # not on a Ray node elsewhere
     cache = os.path.join(bench_cache or folder, "cache")
@@ -326,9 +344,15 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
     os.environ.update(shared)
     if compiled and compiled.exists():
         earlier = json.loads(compiled.read_text())
-        return {"what": f"compiled by the helper of {earlier['compiled_by']} in this bench, into its cache; no helper "
-                        "here: the phases load from that cache", "seconds": 0.0, "env_set": shared,
-                "compiled_by": earlier["compiled_by"], "compile_scratch": earlier["compile_scratch"]}
+        return lambda: {"what": f"compiled by the helper of {earlier['compiled_by']} in this bench, into its cache; "
+                                "no helper here: the phases load from that cache", "seconds": 0.0, "env_set": shared,
+                        "compiled_by": earlier["compiled_by"], "compile_scratch": earlier["compile_scratch"]}
+    return lambda: _run_helper(adapter, folder, compiled, shared, own)
+
+
+def _run_helper(adapter: Adapter, folder: str, compiled: Path | None, shared: dict[str, str],
+                own: dict[str, str]) -> dict:
+    """Runs the compile helper into the cache `compile_ahead` set up; what it took, or how it failed."""
     figures = os.path.join(folder, "helper.json")
     command = [sys.executable, "-m", "frameworks.worker", "ahead", write_scenario(adapter.scenario.to_dict(), folder),
                figures]
@@ -338,7 +362,8 @@ def compile_ahead(adapter: Adapter, folder: str) -> dict:
         for line in done.stdout:
             sys.stderr.write(HELPER_PREFIX + line.removesuffix("\n") + "\n")
             sys.stderr.flush()
-    helper = {"what": "compiled in a helper process before the phases, into a persistent cache the phases load from",
+    helper = {"what": "compiled in a helper process after the import phase, before the others, into a persistent cache "
+                      "the phases load from",
               "seconds": round(time.monotonic() - started, 3), "exit_code": done.returncode, "env_set": shared | own}
     written = json.loads(Path(figures).read_text()) if os.path.exists(figures) else {}
     if done.returncode or "failure" in written:
@@ -405,22 +430,27 @@ def run_scenario(scenario: Scenario, out: str, fault: str | None = None) -> int:
     }
     folder = tempfile.mkdtemp(prefix="footprint-helper-")  # in the orchestrator's folder: its TMPDIR
     try:
-        if adapter.compiles_ahead:  # the helper does the compile phase's work: a hang or a kill there names it
-            atomic_write_json(out, record | {"current_phase": "compile"})
-        record["worker"]["compile_helper"] = compile_ahead(adapter, folder)
-        return _measure(adapter, scenario, record, out, fault, reserve)
+        helper = compile_ahead(adapter, folder)
+        return _measure(adapter, scenario, record, out, fault, reserve, helper)
     finally:  # the record is written by now: cleaning up after it cannot lose it
         _quietly("closing the record's reserve", reserve.discard)
         _quietly(f"removing {folder}", lambda: shutil.rmtree(folder))
 
 
 def _measure(adapter: Adapter, scenario: Scenario, record: dict, out: str, fault: str | None,
-             reserve: RecordReserve) -> int:
-    helper = record["worker"]["compile_helper"]
+             reserve: RecordReserve, helper: Callable[[], dict] | None) -> int:
     runner = PhaseRunner(adapter, record, out, fault)
+    gate = Gate()
+    runner.driver.held = gate.held
+    record["worker"]["compile_helper"] = {}
     try:
-        actions = phase_actions(adapter, record["framework"], helper)
+        actions = phase_actions(adapter, record["framework"], record["worker"], runner.driver.settle)
         for name in scenario.phases:
+            if name == "context":  # the first phase that may touch the device
+                _pass_gate(gate, runner, record, out)
+                if helper:  # it does the compile phase's work: a hang or a kill there names that phase
+                    atomic_write_json(out, record | {"current_phase": "compile"})
+                    record["worker"]["compile_helper"] = helper()
             runner.run(name, actions[name])
         record["status"] = "ok"
         record["current_phase"] = None
@@ -432,6 +462,17 @@ def _measure(adapter: Adapter, scenario: Scenario, record: dict, out: str, fault
     record["worker"]["host_peak_resettable"] = runner.host.resettable
     reserve.write(record)
     return 0 if record["status"] == "ok" else 1
+
+
+def _pass_gate(gate: Gate, runner: PhaseRunner, record: dict, out: str) -> None:
+    """Where the orchestrator started this worker ahead of its turn, waits at its gate, the record saying so (a
+    check sees it waiting), then lets the phases ask for NVML readings again."""
+    if not gate.held:
+        return
+    record["worker"]["gate"] = {"waiting": True}
+    atomic_write_json(out, record)
+    record["worker"]["gate"] = gate.wait()
+    runner.driver.held = False
 
 
 def framework_estimate(adapter: Adapter) -> dict[str, object]:

@@ -14,6 +14,11 @@ HELPER_PREFIX = "compile helper: "
 # The orchestrator's NVML sampler's pipes, "ASK,HEAR" (file descriptors the worker inherits): the worker asks for a
 # reading at each phase boundary and waits until it is taken, so a phase shorter than the interval has one.
 MARK_VARIABLE = "FOOTPRINT_NVML_MARK"
+# What the worker writes there, answered with the same byte: a reading now, or readings until NVML's figure stops
+# moving (a new CUDA context shows in NVML up to 20 ms after it exists: the H100 run at ec3adfa), at most
+# SETTLE_MAX_S; the context phase waits for the second, so its peak holds the whole context.
+ASK_READING, ASK_SETTLED = b"?", b"s"
+SETTLE_MAX_S = 1.0
 # The name a job's scenario (`Scenario.to_dict`) has in the folder of the process that starts the job, which passes
 # its path: on the command line, a large spec's (an 8,000-layer chain) would be past the 128 KiB Linux allows one
 # argument.
@@ -53,3 +58,10 @@ def end_with_parent(sent: int) -> bool:
     """Asks the kernel to send `sent` to this process when the thread that started it ends, even by SIGKILL, so a
     worker (or a check's bench) never outlives the process that waits on it. False where it cannot (not Linux)."""
     return _PRCTL is not None and _PRCTL(PR_SET_PDEATHSIG, sent) == 0
+
+
+# A worker started ahead of its turn (the orchestrator's overlap): the file descriptor of a pipe's read end it waits
+# on after its import phase, before its first phase that may touch a device (its context) and before its compile
+# helper. RELEASE read there lets it go on; the end of the file (its orchestrator gone, or its run stopped) ends it.
+GATE_VARIABLE = "FOOTPRINT_GATE_FD"
+RELEASE = b"g"

@@ -258,7 +258,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     start = "resume" if args.resume else "fresh" if args.fresh else "merge"
     return run_suite(args.suite, args.device, args.frameworks, args.models, args.timeout, start, args.executor,
-                     args.jobs, args.address, args.batches, args.max_batch, args.techniques)
+                     args.jobs, args.address, args.batches, args.max_batch, args.techniques, not args.no_overlap)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -502,6 +502,9 @@ def parser() -> argparse.ArgumentParser:
                        help="local: on this machine (default); ray: one scenario per GPU on a Ray cluster")
     bench.add_argument("--jobs", type=int, default=1, help="local: scenarios at once (host peaks are per process)")
     bench.add_argument("--address", default="", help="ray: the cluster to join (default: start one here)")
+    bench.add_argument("--no-overlap", action="store_true", help="local, one at a time: start each worker only once "
+                                                                 "the one before it has exited (default: the next "
+                                                                 "imports while the current measures)")
     start = bench.add_mutually_exclusive_group()
     start.add_argument("--resume", action="store_true", help="skip the scenarios the run file already has ok")
     start.add_argument("--fresh", action="store_true", help="start the run file over (default: add or replace "

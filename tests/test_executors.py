@@ -1,5 +1,5 @@
-"""The executors that run ahead: `--jobs` here, and Ray, for real in its local form (one scenario per GPU, pinned by
-UUID, into the same run store).
+"""The executors that run ahead: `--jobs` here, and Ray, for real in its local form (one lane per GPU, pinned by
+UUID, its next worker started ahead at its gate, into the same run store).
 
 For Ray the GPUs are made up (`ray.init(num_gpus=2)`) and NVML is a FAKE (tests/fakes/pynvml.py) at its boundary:
 this machine has no GPU. The scenarios run on the CPU; what is checked is where Ray put them and what the workers saw.
@@ -40,15 +40,18 @@ def test_ray_runs_one_scenario_per_gpu_pinned_by_uuid_into_the_store(tmp_path: P
         ray.shutdown()
     data = load(tmp_path / "default-cpu.json")
     assert data["complete"] and [r["status"] for r in data["records"]] == ["ok"] * 4
-    assert data["executor"] == {"engine": "ray", "concurrency": 2, "gpus": 2, "nodes": 1}
+    assert data["executor"] == {"engine": "ray", "concurrency": 2, "overlap": True, "gpus": 2, "nodes": 1}
     spans: dict[str, list[tuple[float, float]]] = {}
     for record in data["records"]:
         uuid = record["run"]["placement"]["gpu_uuid"]
         assert uuid in GPUS and record["run"]["placement"]["host"] == record["run"]["host"]
         assert record["worker"]["visible_devices"] == {"CUDA_VISIBLE_DEVICES": uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-        start = record["run"]["started_at_unix"]
-        spans.setdefault(uuid, []).append((start, start + record["run"]["wall_seconds"]))
+        start = record["run"]["started_at_unix"]  # its worker's start; it may touch the GPU from its release on
+        released = start + ((record["run"]["overlap"] or {}).get("started_ahead_s") or 0.0)
+        spans.setdefault(uuid, []).append((released, start + record["run"]["wall_seconds"]))
     assert set(spans) == set(GPUS)  # both GPUs were used
+    # each GPU's second scenario was started ahead, while its first measured, and released after the first ended
+    assert sorted(bool(record["run"]["overlap"]) for record in data["records"]) == [False, False, True, True]
     for runs in spans.values():  # never two scenarios on one GPU at once
         runs.sort()
         assert all(earlier[1] <= later[0] for earlier, later in zip(runs, runs[1:], strict=False))

@@ -171,7 +171,7 @@ def test_an_allocator_warning_is_no_out_of_memory_live_or_after_the_end() -> Non
 def test_a_line_that_says_an_allocation_failed_for_good_is_an_out_of_memory_in_its_phase() -> None:
     """The BFC allocator's last word, XLA's and TensorFlow's RESOURCE_EXHAUSTED and TensorFlow's op error, each found
     after the warnings: the worker's own line names the worker's phase, the compile helper's names `compile`,
-    whatever phase the worker has reached (the helper compiles before the phases)."""
+    whatever phase the worker has reached (the helper compiles before the device phases)."""
     fatal, warnings = replayed("out of memory"), replayed("not out of memory")
     assert len(fatal) == 12
     for line in fatal:
@@ -201,7 +201,7 @@ def test_the_compile_helper_s_output_comes_through_the_worker_line_by_line_after
     monkeypatch.setattr(sys, "executable", str(helper))
     monkeypatch.setattr(sys, "stderr", output)
     result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(compile_ahead(adapter, str(tmp_path))))
+    thread = threading.Thread(target=lambda: result.update(compile_ahead(adapter, str(tmp_path))()))
     thread.start()
     deadline = time.monotonic() + 60
     while f"{HELPER_PREFIX}{fatal}\n" not in output.getvalue() and time.monotonic() < deadline:

@@ -45,7 +45,7 @@ from onnx import TensorProto, helper, numpy_helper
 from frameworks.worker import AUTOTUNER_GOES_ON_S
 from models.importers.files import load_spec_file
 from models.record import TEMPORARY
-from models.scenario import PHASES
+from models.scenario import PHASES, Scenario
 from models.spec import MAX_SIZE, SpecError
 from suites.__main__ import main
 from suites.analysis.compare import SPREAD_FIELD
@@ -344,6 +344,62 @@ def stopped_jobs_keep_what_finished(base: Path) -> None:
     assert ending.code == 130 and not data["complete"], ending.output[-2000:]
     assert [(r["scenario"]["kind"], r["status"]) for r in data["records"]] == [("infer", "ok")], data["records"]
     assert len(data["missing"]) == 3
+    _clean(ending)
+
+
+# A bench whose train scenarios hang in build: the first measures (hanging) while the next, its infer scenario,
+# started ahead, waits at its gate after its import.
+HELD_BEHIND_A_HANG = {"FOOTPRINT_FAULT": "build:hang@train"}
+
+
+def _waiting_at_gate(tmp: Path) -> int:
+    """How many workers' own records say they wait at their gate (started ahead, imported, not yet released)."""
+    count = 0
+    for record in tmp.glob("footprint-*/record.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            count += json.loads(record.read_text())["worker"].get("gate") == {"waiting": True}
+    return count
+
+
+def _one_measuring_one_waiting(command: subprocess.Popen, tmp: Path) -> bool:
+    return _in_phase(tmp, "build") >= 1 and _waiting_at_gate(tmp) >= 1
+
+
+def orchestrator_killed_while_a_worker_waits(base: Path) -> None:
+    """SIGKILL of a bench while one worker measures and the next waits at its gate: both end with it (each watches
+    its parent), and the next run removes the folders it could not: theirs and the bench's compile cache."""
+    ending = run(base, BENCH, HELD_BEHIND_A_HANG, interrupt=_one_measuring_one_waiting, send=signal.SIGKILL)
+    deadline = time.monotonic() + 60  # the kernel's SIGKILL at its parent's death (PR_SET_PDEATHSIG)
+    while not gone(ending.workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ending.code == -signal.SIGKILL and len(ending.workers) >= 2 and gone(ending.workers), ending.workers
+    assert len(list(ending.tmp.glob("footprint-*"))) == 3  # two workers' folders and the compile cache
+    after = run(base, ["run", *PROBE], {"FOOTPRINT_FAULT": "import:raise"})
+    assert after.code == 1 and not list(ending.tmp.glob("footprint-*")), list(ending.tmp.iterdir())
+
+
+def held_worker_fails_in_its_import(base: Path) -> None:
+    """The infer scenarios' workers, started ahead, raise in their import, before their gate: each is recorded
+    against its own scenario (`error` in import, in its own record), its import named as overlapping the scenario
+    before it; the train scenarios are measured as ever."""
+    ending = run(base, BENCH, {"FOOTPRINT_FAULT": "import:raise@infer"})
+    records = ending.run_file()["records"]
+    assert [(r["scenario"]["kind"], r["status"]) for r in records] == [("train", "ok"), ("infer", "error")] * 2
+    for train, infer in zip(records[::2], records[1::2], strict=True):
+        assert infer["failure"]["phase"] == "import" and infer["failure"]["recorded_by"] == "worker", infer["failure"]
+        assert infer["run"]["overlap"]["phases"] == ["import"]
+        assert infer["run"]["overlap"]["with"] == Scenario.from_dict(train["scenario"]).label
+    assert ending.code == 1, ending.output[-2000:]
+    _clean(ending)
+
+
+def ctrl_c_with_one_measuring_one_waiting(base: Path) -> None:
+    """SIGINT of a bench while one worker measures and the next waits at its gate: exit 130, both workers and their
+    folders gone, nothing measured, every scenario under `missing` for --resume."""
+    ending = run(base, BENCH, HELD_BEHIND_A_HANG, interrupt=_one_measuring_one_waiting, send=signal.SIGINT)
+    data = ending.run_file()
+    assert ending.code == 130 and not data["complete"], ending.output[-2000:]
+    assert not data["records"] and len(data["missing"]) == 4, data
     _clean(ending)
 
 
@@ -1148,6 +1204,14 @@ FAULTS = (
     Fault("SIGHUP of a bench (its terminal closed)", "the same as SIGINT", sighup_of_a_bench),
     Fault("Ctrl-C of `bench --jobs 2` while a scenario that finished waits its turn", "its record kept; exit 130, "
           "the rest under `missing`", stopped_jobs_keep_what_finished),
+    Fault("SIGKILL of a bench while one worker measures and the next, started ahead, waits at its gate", "both end "
+          "with it; the next run removes their folders and the bench's cache",
+          orchestrator_killed_while_a_worker_waits),
+    Fault("a worker started ahead that fails in its import, before its gate", "`error` in import against its own "
+          "scenario, its import named as overlapping the one before; the others measured",
+          held_worker_fails_in_its_import),
+    Fault("Ctrl-C of a bench while one worker measures and the next waits at its gate", "exit 130; no worker, no "
+          "folder left; every scenario under `missing`", ctrl_c_with_one_measuring_one_waiting),
     Fault("a run file cut in half, of another schema, or another device's (a cuda run copied over a cpu one)",
           "refused, one line naming it, exit 2, nothing written; `--fresh` keeps it (`*.before-<time>.json`)",
           unreadable_run_file),

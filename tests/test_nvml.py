@@ -192,6 +192,31 @@ def test_a_worker_that_gets_no_answer_waits_a_bounded_time_once_and_never_again(
     os.close(silent)
 
 
+def test_a_settle_reads_until_the_figure_stops_moving_and_no_longer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The context phase waits for NVML's figure to stop moving (a new context shows up to 20 ms late), not a fixed
+    second: the sampler reads until SETTLE_READINGS in a row agree, then answers; a figure that never stops costs
+    SETTLE_MAX_S at most. The worker's side is frameworks/worker.py DriverReadings, through the real pipes."""
+    rising = iter(range(12))
+
+    def context_appearing() -> tuple[int, dict[int, int]]:  # a FAKE driver: 12 readings rising, then still
+        used = (100 + next(rising, 11)) * MB
+        return used, {os.getpid(): used}
+
+    for read, bound in ((context_appearing, nvml.SETTLE_MAX_S / 2), (lambda: (time.monotonic_ns(), {}), HANG_S)):
+        sampler = Sampler(read, interval_s=LONG_INTERVAL_S)
+        monkeypatch.setenv(worker.MARK_VARIABLE, sampler.open_marks()[worker.MARK_VARIABLE])
+        readings = worker.DriverReadings()
+        sampler.start(os.getpid())
+        waited = readings.settle()
+        samples = sampler.stop()
+        assert waited < bound and readings.fds  # answered: the worker still listens
+        if read is context_appearing:
+            assert [s.device_used for s in samples[-nvml.SETTLE_READINGS:]] == [111 * MB] * nvml.SETTLE_READINGS
+            assert len(samples) == 12 + nvml.SETTLE_READINGS - 1  # every rising reading, then the still ones
+        else:
+            assert waited >= nvml.SETTLE_MAX_S  # never still: it waited the bound, and answered
+
+
 class FakeNvml:
     """A FAKE of the driver, the one boundary this machine cannot have: each process below this one (the worker)
     "holds" its host RSS on the GPU."""

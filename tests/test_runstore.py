@@ -54,7 +54,8 @@ def records(results: Path) -> list[dict]:
 def test_a_narrowed_rerun_keeps_the_others_and_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
     first = bench(tmp_path, "--frameworks", "torch", "--jobs", "2")  # two at once: the same records, in order
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
-    assert json.loads((tmp_path / "default-cpu.json").read_text())["executor"] == {"engine": "local", "concurrency": 2}
+    executor = json.loads((tmp_path / "default-cpu.json").read_text())["executor"]
+    assert executor == {"engine": "local", "concurrency": 2, "overlap": False}  # N at once: none held ahead
     torch = records(tmp_path)
     # the probe and the depth probe, train and infer: with --models, the default suite's parts would name the
     # probe's train and infer again, and the suite runs each scenario once

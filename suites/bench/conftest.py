@@ -60,7 +60,8 @@ def executor(run_files: RunFiles) -> Iterator[executors.Sequential]:
     stop keeps the records of scenarios that finished before it (`close`), though the suite had not reached them."""
     chosen = executors.create(os.environ.get("FOOTPRINT_EXECUTOR") or "local",
                               float(os.environ.get("FOOTPRINT_TIMEOUT") or DEFAULT_TIMEOUT_S),
-                              int(os.environ.get("FOOTPRINT_JOBS") or 1), os.environ.get("FOOTPRINT_ADDRESS") or None)
+                              int(os.environ.get("FOOTPRINT_JOBS") or 1), os.environ.get("FOOTPRINT_ADDRESS") or None,
+                              os.environ.get("FOOTPRINT_OVERLAP", "1") == "1")
     try:
         yield chosen
     finally:

@@ -23,9 +23,9 @@ from suites.run.runfile import run_path
 
 def run_suite(suite: str, requested_device: str, frameworks: str, models: str, timeout: float,
               start: str = "merge", engine: str = "local", jobs: int = 1, address: str = "", batches: str = "",
-              max_batch: int | None = None, techniques: str = "") -> int:
+              max_batch: int | None = None, techniques: str = "", overlap: bool = True) -> int:
     """`start`: merge (add or replace this run's scenarios in the run file), resume (also skip those already
-    ok) or fresh (start the run file over). `engine`, `jobs`, `address`: suites.run.executors."""
+    ok) or fresh (start the run file over). `engine`, `jobs`, `address`, `overlap`: suites.run.executors."""
     executors.check(engine, jobs, address)
     os.environ.update({"FOOTPRINT_FRAMEWORKS": frameworks, "FOOTPRINT_MODELS": models,
                        "FOOTPRINT_DEVICE": device.resolve(requested_device), "FOOTPRINT_TIMEOUT": str(timeout),
@@ -33,7 +33,7 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
                        "FOOTPRINT_EXECUTOR": engine, "FOOTPRINT_JOBS": str(jobs), "FOOTPRINT_ADDRESS": address,
                        "FOOTPRINT_BATCHES": batches,
                        "FOOTPRINT_MAX_BATCH": "" if max_batch is None else str(max_batch),
-                       "FOOTPRINT_TECHNIQUES": techniques})
+                       "FOOTPRINT_TECHNIQUES": techniques, "FOOTPRINT_OVERLAP": "1" if overlap else ""})
     parts, chosen, _, resolved = suite_settings(suite)  # bad input fails here, before anything runs
     batch_grid(parts)
     search_bound(suite)

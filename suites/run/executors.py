@@ -1,9 +1,11 @@
 """How a suite's scenarios run: one at a time here (the default), N at once here (`--jobs`), or on Ray.
 
-Every executor runs each scenario with `orchestrator.run_scenario` (a fresh worker process) and hands the
+Every executor runs each scenario in a fresh worker process (`orchestrator.start_worker`, `finish`) and hands the
 records back in the suite's order, so the run store, resume and the report work the same whatever ran them.
-`start` is told every scenario to run before the first is asked for, so the concurrent executors can work
-ahead; `result` waits for one. Ray is imported only by its executor: the default needs no Ray.
+`start` is told every scenario to run before the first is asked for, so the executors can work ahead; `result`
+waits for one. One at a time, the next scenario's worker starts while the current one measures and waits at its
+gate after its import phase (`overlap`, the default; `--no-overlap` turns it off). Ray is imported only by its
+executor: the default needs no Ray.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import importlib.util
 import os
 import socket
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from models.scenario import Scenario
@@ -24,24 +27,62 @@ ENGINES = ("local", "ray")
 
 
 class Sequential:
-    """One scenario at a time, in the calling thread, when it is asked for (what the suites always did)."""
+    """One scenario at a time, in the calling thread, when it is asked for. With `overlap`, once a scenario's worker
+    runs, the next scenario's starts and runs its import phase, then waits at its gate until the current one has
+    exited: no two workers ever hold the device at once, and the import (an interpreter and a framework, seconds
+    each) is off the critical path. The record's `run.overlap` names the phases that overlapped another worker."""
 
     engine, concurrency = "local", 1
 
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
+    def __init__(self, timeout: float, overlap: bool = True) -> None:
+        self.timeout, self.overlap = timeout, overlap
+        self.following: dict[str, Scenario] = {}  # each scenario's next in the suite's order
+        self.ahead: tuple[str, orchestrator.Started | dict] | None = None  # the next scenario's worker, held
+        self.previous: tuple[str, float] | None = None  # the last worker's scenario and when it ended
 
     def start(self, scenarios: list[Scenario]) -> None:
-        """Nothing runs ahead."""
+        """Learns the order, whose next scenario each worker's run starts ahead."""
+        self.following = {identity(current.to_dict()): upcoming
+                          for current, upcoming in zip(scenarios, scenarios[1:], strict=False)}
 
     def result(self, scenario: Scenario) -> dict:
-        return orchestrator.run_scenario(scenario, timeout=self.timeout)
+        key = identity(scenario.to_dict())
+        started = self._take_ahead(key)
+        if started is None:
+            started = orchestrator.start_worker(scenario)
+        upcoming = self.following.get(key) if self.overlap else None
+        record = orchestrator.finish(started, self.timeout, (lambda: self._start_ahead(upcoming)) if upcoming else None,
+                                     self.previous)
+        if isinstance(started, orchestrator.Started):
+            self.previous = (started.scenario.label, started.ended or time.monotonic())
+        return record
+
+    def _start_ahead(self, scenario: Scenario) -> None:
+        """Starts `scenario`'s worker, held at its gate; where it cannot start now, it starts in its turn, where
+        what stopped it is its own scenario's failure."""
+        with contextlib.suppress(Exception):
+            self.ahead = (identity(scenario.to_dict()), orchestrator.start_worker(scenario, held=True))
+
+    def _take_ahead(self, key: str) -> orchestrator.Started | dict | None:
+        """The worker started ahead for the scenario `key`, if that is the one; another is ended (the suite asked
+        out of order)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is None:
+            return None
+        if ahead[0] == key:
+            return ahead[1]
+        if isinstance(ahead[1], orchestrator.Started):
+            ahead[1].abandon()
+        return None
 
     def describe(self) -> dict:
-        return {"engine": self.engine, "concurrency": self.concurrency}
+        return {"engine": self.engine, "concurrency": self.concurrency, "overlap": self.overlap}
 
     def close(self) -> list[dict]:
-        """Nothing runs ahead, so nothing is left to stop or to keep."""
+        """Ends a worker started ahead that the suite never asked for (it stopped): it measured nothing."""
+        ahead, self.ahead = self.ahead, None
+        if ahead and isinstance(ahead[1], orchestrator.Started):
+            ahead[1].abandon()
         return []
 
 
@@ -50,7 +91,7 @@ class LocalJobs(Sequential):
     scenario's own (wall times do not: the scenarios share the cores)."""
 
     def __init__(self, timeout: float, jobs: int) -> None:
-        super().__init__(timeout)
+        super().__init__(timeout, overlap=False)  # its workers run at once already
         self.concurrency = jobs
         self.pool = ThreadPoolExecutor(jobs, thread_name_prefix="footprint-job")
         self.futures: dict[str, Future] = {}
@@ -78,8 +119,8 @@ class LocalJobs(Sequential):
                 if not future.cancelled() and future.exception() is None]
 
 
-def _run_pinned(scenario_json: dict, timeout: float) -> dict:
-    """A Ray task: pins the worker to the GPU Ray gave this task, by UUID, then runs the scenario here."""
+def _pin_to_ray_gpu() -> tuple[list[str], str | None]:
+    """Pins this Ray process's workers to the GPU Ray gave it, by UUID: (Ray's GPU ids, the UUID or None)."""
     import ray
 
     gpus = [str(gpu) for gpu in ray.get_gpu_ids()]
@@ -87,20 +128,41 @@ def _run_pinned(scenario_json: dict, timeout: float) -> dict:
     if gpus:  # an index within the node's visible GPUs (NVML's PCI order), or a UUID an outer variable named
         uuid = gpus[0] if not gpus[0].isdigit() else nvml.uuid_of(int(gpus[0]))
         os.environ.update({"CUDA_VISIBLE_DEVICES": uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    record = orchestrator.run_scenario(Scenario.from_dict(scenario_json), timeout=timeout)
-    record["run"]["placement"] = {"host": socket.gethostname(), "gpu_uuid": uuid, "ray_gpu_ids": gpus}
-    return record
+    return gpus, uuid
+
+
+class _Lane:
+    """A Ray actor holding one GPU (one CPU where the cluster has none): it runs its share of the suite one scenario
+    at a time, as `Sequential` does here, so with `overlap` its next worker imports while its current one measures
+    (the actor runs its calls in the order they were made)."""
+
+    def __init__(self, timeout: float, overlap: bool) -> None:
+        self.gpus, self.uuid = _pin_to_ray_gpu()
+        self.executor = Sequential(timeout, overlap)
+
+    def run(self, scenario_json: dict, following_json: dict | None) -> dict:
+        """One scenario's record; `following_json`: this lane's next scenario, started ahead."""
+        if following_json:
+            self.executor.following[identity(scenario_json)] = Scenario.from_dict(following_json)
+        record = self.executor.result(Scenario.from_dict(scenario_json))
+        record["run"]["placement"] = {"host": socket.gethostname(), "gpu_uuid": self.uuid, "ray_gpu_ids": self.gpus}
+        return record
+
+    def close(self) -> None:
+        self.executor.close()
 
 
 class RayCluster(Sequential):
     """One scenario per GPU at a time (per CPU where the cluster has no GPU), on a Ray cluster: joined at `address`,
-    or started here. Each task runs the orchestrator's code on its node, which needs this checkout at the same
-    path with its framework environments; the records come back here, into this run's store."""
+    or started here. Each GPU is a lane (`_Lane`, an actor) that takes every n-th scenario of the suite in its order
+    and runs them one at a time, overlapped as here. Each lane runs the orchestrator's code on its node, which needs
+    this checkout at the same path with its framework environments; the records come back here, into this run's
+    store."""
 
     engine = "ray"
 
-    def __init__(self, timeout: float, address: str | None) -> None:
-        super().__init__(timeout)
+    def __init__(self, timeout: float, address: str | None, overlap: bool = True) -> None:
+        super().__init__(timeout, overlap)
         import ray
 
         self.ray = ray
@@ -110,13 +172,19 @@ class RayCluster(Sequential):
             ray.init(address=address, runtime_env={"env_vars": {"PYTHONPATH": path}}, log_to_driver=False)
         self.gpus = int(ray.cluster_resources().get("GPU", 0))
         self.concurrency = self.gpus or int(ray.cluster_resources().get("CPU", 1))
-        self.task = ray.remote(_run_pinned)
+        self.lane = ray.remote(_Lane).options(**({"num_gpus": 1} if self.gpus else {"num_cpus": 1}))
+        self.lanes: list = []
         self.refs: dict[str, object] = {}
 
     def start(self, scenarios: list[Scenario]) -> None:
-        task = self.task.options(num_gpus=1) if self.gpus else self.task.options(num_cpus=1)
-        for scenario in scenarios:
-            self.refs[identity(scenario.to_dict())] = task.remote(scenario.to_dict(), self.timeout)
+        """Deals the scenarios to the lanes in the suite's order, every n-th to one, and queues each lane's calls."""
+        lanes = [self.lane.remote(self.timeout, self.overlap) for _ in range(min(self.concurrency, len(scenarios)))]
+        self.lanes += lanes
+        for index, lane in enumerate(lanes):
+            share = scenarios[index::len(lanes)]
+            for scenario, following in zip(share, [*share[1:], None], strict=True):
+                self.refs[identity(scenario.to_dict())] = lane.run.remote(
+                    scenario.to_dict(), following.to_dict() if following else None)
 
     def result(self, scenario: Scenario) -> dict:
         ref = self.refs.pop(identity(scenario.to_dict()), None)
@@ -129,16 +197,16 @@ class RayCluster(Sequential):
         return super().describe() | {"gpus": self.gpus, "nodes": len(self.ray.nodes())}
 
     def close(self) -> list[dict]:
-        """Keeps the records of the tasks that had finished, cancels what is left (a task's worker dies with the Ray
-        process that started it), and stops a cluster this run started."""
+        """Keeps the records of the calls that had finished, ends the lanes (a lane's workers die with its process:
+        each watches its parent) and stops a cluster this run started."""
         refs = list(self.refs.values())
-        ready, running = self.ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+        ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
         finished = []
         for ref in ready:
-            with contextlib.suppress(Exception):  # a task that failed has no record to keep
+            with contextlib.suppress(Exception):  # a call that failed has no record to keep
                 finished.append(self.ray.get(ref))
-        for ref in running:
-            self.ray.cancel(ref, force=True)
+        for lane in self.lanes:
+            self.ray.kill(lane)
         if self.owned:
             self.ray.shutdown()
         return finished
@@ -159,9 +227,10 @@ def check(engine: str, jobs: int, address: str | None) -> None:
                          ".tox/bench/bin/pip install 'ray[default]'")
 
 
-def create(engine: str, timeout: float, jobs: int = 1, address: str | None = None) -> Sequential:
-    """The executor a run asked for: `local` with `jobs` at once, or `ray` (at `address`, or a cluster of its own)."""
+def create(engine: str, timeout: float, jobs: int = 1, address: str | None = None, overlap: bool = True) -> Sequential:
+    """The executor a run asked for: `local` with `jobs` at once, or `ray` (at `address`, or a cluster of its own);
+    one at a time with `overlap` or without."""
     check(engine, jobs, address)
     if engine == "ray":
-        return RayCluster(timeout, address)
-    return LocalJobs(timeout, jobs) if jobs > 1 else Sequential(timeout)
+        return RayCluster(timeout, address, overlap)
+    return LocalJobs(timeout, jobs) if jobs > 1 else Sequential(timeout, overlap)

@@ -22,12 +22,15 @@ from types import ModuleType
 
 import psutil
 
-from models.protocol import MARK_VARIABLE
+from models.protocol import ASK_SETTLED, MARK_VARIABLE, SETTLE_MAX_S
 from models.record import AT_PHASE_END, SAMPLED_PEAK, counter
 from models.timeline import Timeline
 
 DEFAULT_INTERVAL_S = 0.002
 TREE_REFRESH_S = 0.05
+# A settle (ASK_SETTLED) reads every SETTLE_STEP_S until SETTLE_READINGS in a row agree, at most SETTLE_MAX_S
+SETTLE_STEP_S = 0.02
+SETTLE_READINGS = 3
 
 
 @dataclass(frozen=True)
@@ -187,10 +190,25 @@ class Sampler:
                 tree, refreshed = tree | process_tree(root_pid), time.monotonic()
             sample = self.sample(tree)
             self.samples.append(sample)
+            if ASK_SETTLED in asked:
+                sample = self._settle(tree)
             if asked:  # taken after the ask was written: the same bytes back say so
                 with suppress(OSError):  # the worker gave up waiting, or is gone
                     os.write(self._answer, asked)
             due = sample.time + self.interval_s
+
+    def _settle(self, tree: frozenset[int]) -> Sample:
+        """Reads every SETTLE_STEP_S until the last SETTLE_READINGS agree (the device's and each process's bytes),
+        at most SETTLE_MAX_S; returns the last reading."""
+        deadline = time.monotonic() + SETTLE_MAX_S
+        while time.monotonic() < deadline:
+            last = self.samples[-SETTLE_READINGS:]
+            if len(last) == SETTLE_READINGS and all((s.device_used, s.processes) == (last[0].device_used,
+                                                                                  last[0].processes) for s in last):
+                break
+            time.sleep(SETTLE_STEP_S)
+            self.samples.append(self.sample(tree))
+        return self.samples[-1]
 
     def stop(self) -> list[Sample]:
         if self._thread:
@@ -222,10 +240,13 @@ def isolation(baseline: Sample, uuid: str) -> dict:
             "lowest_used_bytes": lowest}
 
 
-def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_seconds: float) -> dict:
+def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_seconds: float,
+              released: float | None = None) -> dict:
     """Puts each phase's NVML peaks into `phase['nvml']`; returns the run's NVML summary.
 
-    `baseline` is the sample taken before the worker started: every process in it is someone else's.
+    `baseline` is the sample taken before the worker could touch the device: every process in it is someone else's.
+    `released`: when a worker started ahead passed its gate; its phases before then (its import) ran while another
+    worker measured, with no device context of its own, and were not sampled.
     """
     tree = frozenset().union(*(sample.tree for sample in samples))
     seen = {pid for sample in samples for pid in sample.processes}
@@ -246,6 +267,10 @@ def attribute(samples: list[Sample], baseline: Sample, phases: list[dict], read_
                         + (f"; PIDs {newcomers} appeared during the run, likely the worker seen from the host"
                            if newcomers else ""))
     for phase in phases:
+        if released is not None and phase["ended_at"] <= released:
+            phase["nvml"] = {"samples": 0, "note": "before its gate: started ahead, the worker held no device context "
+                                                   "while another worker measured; NVML was read from its release on"}
+            continue
         inside = [i for i, s in enumerate(samples) if phase["started_at"] <= s.time <= phase["ended_at"]]
         if not inside:
             phase["nvml"] = {"samples": 0, "note": "no sample inside the phase: it was shorter than the interval"}

@@ -19,10 +19,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from models.protocol import COMPILE_CACHE_VARIABLE, HELPER_PREFIX, write_scenario
+from models.protocol import COMPILE_CACHE_VARIABLE, GATE_VARIABLE, HELPER_PREFIX, RELEASE, write_scenario
 from models.record import STATUSES, alive, shape_fault
 from models.scenario import Scenario
 from suites.run import device, environment, interrupts, known, nvml, oom_kills
@@ -129,7 +130,7 @@ SENT_FROM_OUTSIDE = (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHU
 def out_of_memory(output: str) -> tuple[str, str | None] | None:
     """The first line of a worker's output that says an allocation failed for good (`OOM_MARKERS`, not
     `NOT_A_FAILURE`), stripped, with the phase it names: `compile` for a line of the compile helper (it compiles
-    before the phases, whatever phase the worker is in when the line is read), None for the worker's current one.
+    before the device phases, whatever phase the worker is in when the line is read), None for the worker's current one.
     None where no line says so. The one reading of output for out-of-memory evidence, live and after the end."""
     for line in output.splitlines():
         lowered = line.lower()
@@ -310,51 +311,184 @@ def _unavailable(scenario: Scenario) -> dict:
             "run": {"git_commit": environment.git_commit(), "machine": environment.machine(), "wall_seconds": 0.0}}
 
 
-def _start_and_wait(scenario: Scenario, command: list[str], tmp: Path, log: Path, sampler: nvml.Sampler | None,
-                    source: nvml.NvmlSource | None, stop: threading.Event | None,
-                    timeout: float) -> tuple[int, str | None, bool, dict[str, str]]:
-    """Starts the worker, registered in `_RUNNING` under its lock, and waits for it; on any interruption the worker
-    (and the sampler) end before it propagates. Returns (exit code, why it gave up, timed out, the phase marks)."""
-    with log.open("wb") as output:
-        process: subprocess.Popen | None = None
+@dataclass
+class Started:
+    """A scenario's worker, started by `start_worker` and registered in `_RUNNING`, maybe held at its gate (the
+    overlap: it imports while another worker measures); `finish` releases it and waits for its record."""
+
+    scenario: Scenario
+    python: str
+    tmp: Path
+    log: Path
+    out: Path
+    process: subprocess.Popen
+    source: nvml.NvmlSource | None
+    no_source: str
+    sampler: nvml.Sampler | None
+    baseline: nvml.Sample | None  # None until released where it was held: the device's before it may touch it
+    marks: dict[str, str]
+    gate: int | None  # this side of its gate, until released; None for a worker started in its turn
+    held: bool  # whether it was started ahead, at a gate
+    started_at: float  # time.time() before it started
+    start: float  # time.monotonic() then
+    kills_before: dict[str, int]  # the kernel's out-of-memory kills then
+    released: float | None = None
+    ended: float | None = None
+
+    def release(self) -> None:
+        """Lets a held worker go on to its context (a worker that ended in its import never reads it)."""
+        if self.gate is None:
+            return
+        self.baseline = self.sampler.sample() if self.sampler else None  # the device now: anyone on it is another
+        with contextlib.suppress(OSError):  # it ended before its gate (its import failed): its record says so
+            os.write(self.gate, RELEASE)
+        os.close(self.gate)
+        self.gate = None
+
+    def abandon(self) -> None:
+        """Ends the worker, its sampler and its folder, whatever state they are in: an interrupted or stopped run
+        leaves none of them."""
         try:
-            marks = sampler.open_marks() if sampler else {}  # a reading at each phase boundary, however short
-            # started and registered as one step: a stop finds it in `_RUNNING` (another thread's
-            # `stop_running`), or is raised once it is there (a stop raised inside Popen, after the fork, would
-            # leave the worker running unseen)
+            if self.gate is not None:
+                os.close(self.gate)
+                self.gate = None
+            _end(self.process)
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.pop(self.process, None)
+                _STOPPED.discard(self.process)
+            if self.sampler and self.source:
+                self.sampler.stop()
+                self.source.close()
+            _remove(self.tmp)
+
+
+def start_worker(scenario: Scenario, fault: str | None = None, stop: threading.Event | None = None,
+                 held: bool = False) -> Started | dict:
+    """Starts `scenario`'s worker in its own folder (`footprint-<pid>-...` in TMPDIR), or returns the record of a
+    scenario that runs none (a technique the framework does not have). `held`: at a gate after its import phase,
+    until `finish` releases it (models.protocol.GATE_VARIABLE); it holds no device context meanwhile, so the device
+    baseline is read at its release. `fault`: see `run_scenario`."""
+    fault = _fault_for(scenario, fault or os.environ.get("FOOTPRINT_FAULT") or None)
+    scenario = replace(scenario, device=device.resolve(scenario.device))
+    if scenario.unavailable:  # a technique the framework does not have: recorded, not imitated
+        return _unavailable(scenario)
+    python = interpreter(scenario.framework, scenario.device)
+    source, no_source = _nvml_source(scenario)
+    sampler = nvml.Sampler(source.read) if source else None
+    baseline = None if held or not sampler else sampler.sample()  # before the worker exists: anyone is another
+    remove_stale_folders()
+    # named before it exists and made inside the `try`: a stop (SIGINT, SIGTERM) that lands as it is made still
+    # finds it removed
+    tmp = Path(tempfile.gettempdir()) / f"{FOLDER_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+    gate_end = worker_end = None
+    process: subprocess.Popen | None = None
+    try:
+        tmp.mkdir(mode=0o700)
+        out, log = tmp / "record.json", tmp / "output.txt"
+        (tmp / "tmp").mkdir()  # the worker's TMPDIR: where missing, Python's tempfile would fall back to /tmp
+        command = [python, "-m", "frameworks.worker", "scenario", write_scenario(scenario.to_dict(), tmp), str(out)]
+        command += ["--fault", fault] if fault else []
+        marks = sampler.open_marks() if sampler else {}  # a reading at each phase boundary, however short
+        started_at, start, kills_before = time.time(), time.monotonic(), oom_kills.counts()
+        gated: dict[str, str] = {}
+        if held:
+            worker_end, gate_end = os.pipe()
+            gated = {GATE_VARIABLE: str(worker_end)}
+        passed = (*(sampler.worker_fds if sampler else ()), *((worker_end,) if held else ()))
+        with log.open("wb") as output:
+            # started and registered as one step: a stop finds it in `_RUNNING` (another thread's `stop_running`),
+            # or is raised once it is there (a stop raised inside Popen, after the fork, would leave it unseen)
             with interrupts.deferred(), _RUNNING_LOCK:
                 if stop is not None and stop.is_set():
                     raise Stopped(f"{scenario.label}: stopped before its worker started")
-                process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp) | marks,
+                process = subprocess.Popen(command, cwd=ROOT, env=worker_environment(scenario, tmp) | marks | gated,
                                            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                           start_new_session=True, pass_fds=sampler.worker_fds if sampler else ())
+                                           start_new_session=True, pass_fds=passed)
                 _RUNNING[process] = stop
-            if sampler:
-                sampler.close_worker_fds()
-                sampler.start(process.pid)
-            returncode, gave_up = _wait(process, log, timeout)
-            if process in _STOPPED:
-                raise Stopped(f"{scenario.label}: its worker was stopped")
-            timed_out = gave_up == "timeout"
-        except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
-            if process is not None:
-                _end(process)
-            if sampler and source:
-                sampler.stop()
-                source.close()
-            raise
-        finally:
+        if sampler:
+            sampler.close_worker_fds()
+        return Started(scenario, python, tmp, log, out, process, source, no_source, sampler, baseline, marks, gate_end,
+                       held, started_at, start, kills_before)
+    except BaseException:  # interrupted, or it could not start: nothing of it outlives the call
+        if process is not None:
+            _end(process)
             with _RUNNING_LOCK:
                 _RUNNING.pop(process, None)
-                _STOPPED.discard(process)
-    return returncode, gave_up, timed_out, marks
+        if gate_end is not None:
+            os.close(gate_end)
+        if sampler and source:
+            sampler.stop()
+            source.close()
+        _remove(tmp)
+        raise
+    finally:
+        if worker_end is not None:
+            os.close(worker_end)
+
+
+def finish(started: Started | dict, timeout: float = DEFAULT_TIMEOUT_S, then: Callable[[], None] | None = None,
+           after: tuple[str, float] | None = None) -> dict:
+    """Releases the worker `start_worker` started (where it was held), calls `then` once it runs (the executor
+    starts the next scenario's worker ahead there), waits for it and returns its complete record; never raises for
+    the worker's faults (its executor's stop raises `Stopped`). Its folder and every process of its group are gone
+    when this returns. The timeout counts from the release. `after`: the scenario whose worker ran before this one
+    (its label, and when it ended), which a held worker's first phases overlapped: the record's `run.overlap`."""
+    if isinstance(started, dict):  # no worker ran
+        if then:
+            then()
+        return started
+    try:
+        started.release()
+        started.released = time.monotonic()
+        if started.sampler:
+            started.sampler.start(started.process.pid)
+        if then:
+            then()
+        returncode, gave_up = _wait(started.process, started.log, timeout)
+        started.ended = time.monotonic()
+        if started.process in _STOPPED:
+            raise Stopped(f"{started.scenario.label}: its worker was stopped")
+        (record, shape_fault), output_tail = _read_record(started.out, started.scenario), _tail(started.log)
+        oom = _out_of_memory_so_far(started.log)
+    except BaseException:  # interrupted (suites.run.interrupts): no worker outlives the run
+        started.abandon()
+        raise
+    with _RUNNING_LOCK:
+        _RUNNING.pop(started.process, None)
+    _remove(started.tmp)
+    scenario, timed_out = started.scenario, gave_up == "timeout"
+    _attach_nvml(record, scenario, started.sampler, started.baseline, started.source, started.no_source,
+                 started.released if started.held else None)
+    _settle_status(record, shape_fault, gave_up, oom, returncode, timed_out, output_tail, timeout,
+                   started.kills_before)
+    record["run"] = {
+        "interpreter": started.python,
+        "exit_code": returncode,
+        "wall_seconds": round(started.ended - started.start, 3),
+        "started_at_unix": round(started.started_at, 3),
+        "host": socket.gethostname(),
+        "timeout_s": timeout,
+        "git_commit": environment.git_commit(),
+        "machine": environment.machine(),
+        "orchestrator_python": sys.version.split()[0],
+        "env_set": set_variables(scenario, started.tmp) | started.marks,
+        "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
+        "output_tail": output_tail if record["status"] != "ok" else "",
+        "overlap": _overlap(record, started, after),
+    }
+    cause = known.classify(record) if record["status"] != "ok" else None
+    if cause:
+        record["failure"]["known_cause"] = cause
+    return record
 
 
 def _attach_nvml(record: dict, scenario: Scenario, sampler: nvml.Sampler | None, baseline: nvml.Sample | None,
-                 source: nvml.NvmlSource | None, no_source: str) -> None:
-    """Adds to the record what NVML saw during the run (and how isolated it was), or why there is no reading."""
+                 source: nvml.NvmlSource | None, no_source: str, released: float | None) -> None:
+    """Adds to the record what NVML saw during the run (and how isolated it was), or why there is no reading.
+    `released`: when a worker started ahead passed its gate (its sampling started then)."""
     if sampler and baseline and source:  # all three or none
-        record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds)
+        record["nvml"] = nvml.attribute(sampler.stop(), baseline, record["phases"], sampler.read_seconds, released)
         record["nvml"]["gpu"] = source.describe()
         record["isolation"] = nvml.isolation(baseline, str(record["nvml"]["gpu"]["uuid"]))
         source.close()
@@ -386,10 +520,27 @@ def _settle_status(record: dict, shape_fault: str | None, gave_up: str | None, o
         record["failure"] = {"phase": phase, "message": message, "recorded_by": ORCHESTRATOR}
 
 
+def _overlap(record: dict, started: Started, after: tuple[str, float] | None) -> dict | None:
+    """Which of a held worker's phases ran while the worker before it still ran (their import; a phase it failed in
+    before its gate too, which its record has no times for), and how long it was started ahead of its release;
+    None for a worker started in its turn."""
+    if not started.held:
+        return None
+    label, ended = after or ("", 0.0)
+    overlapped = [phase["name"] for phase in record["phases"] if phase["started_at"] < ended]
+    failed_in = (record.get("failure") or {}).get("phase")
+    passed = isinstance(record.get("worker"), dict) and "released_at" in (record["worker"].get("gate") or {})
+    if after and failed_in and failed_in not in overlapped and not passed:
+        overlapped.append(failed_in)
+    return {"with": label or None, "phases": overlapped,
+            "started_ahead_s": round((started.released or started.start) - started.start, 3)}
+
+
 def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: str | None = None,
                  stop: threading.Event | None = None) -> dict:
-    """Runs `scenario` in a new process of its framework's interpreter; never raises for the worker's faults (an
-    executor's `stop`, set by `stop_running`, raises `Stopped`).
+    """Runs `scenario` in a new process of its framework's interpreter, in its turn (`start_worker`, then
+    `finish`); never raises for the worker's faults (an executor's `stop`, set by `stop_running`, raises
+    `Stopped`).
 
     `fault` ("PHASE:raise", "PHASE:hang", "PHASE:abort", "PHASE:garbage", the FAKE allocator lines
     "PHASE:allocator-oom" and "PHASE:allocator-warning"; "PHASE:exhaust" under a `ulimit -v`) injects a failure,
@@ -398,49 +549,4 @@ def run_scenario(scenario: Scenario, timeout: float = DEFAULT_TIMEOUT_S, fault: 
     this returns, and so is every process of the worker's group; folders of orchestrators killed outright are
     removed first.
     """
-    fault = _fault_for(scenario, fault or os.environ.get("FOOTPRINT_FAULT") or None)
-    scenario = replace(scenario, device=device.resolve(scenario.device))
-    if scenario.unavailable:  # a technique the framework does not have: recorded, not imitated
-        return _unavailable(scenario)
-    python = interpreter(scenario.framework, scenario.device)
-    source, no_source = _nvml_source(scenario)
-    sampler = nvml.Sampler(source.read) if source else None
-    baseline = sampler.sample() if sampler else None  # before the worker exists: anyone here is someone else
-    remove_stale_folders()
-    # named before it exists and made inside the `try`: a stop (SIGINT, SIGTERM) that lands as it is made still
-    # finds it removed by the `finally`
-    tmp = Path(tempfile.gettempdir()) / f"{FOLDER_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
-    try:
-        tmp.mkdir(mode=0o700)
-        out, log = tmp / "record.json", tmp / "output.txt"
-        (tmp / "tmp").mkdir()  # the worker's TMPDIR: where missing, Python's tempfile would fall back to /tmp
-        command = [python, "-m", "frameworks.worker", "scenario", write_scenario(scenario.to_dict(), tmp), str(out)]
-        command += ["--fault", fault] if fault else []
-        start, started_at, kills_before = time.monotonic(), time.time(), oom_kills.counts()
-        returncode, gave_up, timed_out, marks = _start_and_wait(scenario, command, tmp, log, sampler, source, stop,
-                                                                timeout)
-        wall = time.monotonic() - start
-        (record, shape_fault), output_tail = _read_record(out, scenario), _tail(log)
-        oom = _out_of_memory_so_far(log)
-    finally:
-        _remove(tmp)
-    _attach_nvml(record, scenario, sampler, baseline, source, no_source)
-    _settle_status(record, shape_fault, gave_up, oom, returncode, timed_out, output_tail, timeout, kills_before)
-    record["run"] = {
-        "interpreter": python,
-        "exit_code": returncode,
-        "wall_seconds": round(wall, 3),
-        "started_at_unix": round(started_at, 3),
-        "host": socket.gethostname(),
-        "timeout_s": timeout,
-        "git_commit": environment.git_commit(),
-        "machine": environment.machine(),
-        "orchestrator_python": sys.version.split()[0],
-        "env_set": set_variables(scenario, tmp) | marks,
-        "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
-        "output_tail": output_tail if record["status"] != "ok" else "",
-    }
-    cause = known.classify(record) if record["status"] != "ok" else None
-    if cause:
-        record["failure"]["known_cause"] = cause
-    return record
+    return finish(start_worker(scenario, fault, stop), timeout)
