@@ -63,9 +63,9 @@ class Sequential:
         with contextlib.suppress(Exception):
             self.ahead = (identity(scenario.to_dict()), orchestrator.start_worker(scenario, held=True))
 
-    def _take_ahead(self, key: str) -> orchestrator.Started | dict | None:
+    def _take_ahead(self, key: str | None) -> orchestrator.Started | dict | None:
         """The worker started ahead for the scenario `key`, if that is the one; another is ended (the suite asked
-        out of order)."""
+        out of order, or, with None, stopped)."""
         ahead, self.ahead = self.ahead, None
         if ahead is None:
             return None
@@ -80,9 +80,7 @@ class Sequential:
 
     def close(self) -> list[dict]:
         """Ends a worker started ahead that the suite never asked for (it stopped): it measured nothing."""
-        ahead, self.ahead = self.ahead, None
-        if ahead and isinstance(ahead[1], orchestrator.Started):
-            ahead[1].abandon()
+        self._take_ahead(None)
         return []
 
 

@@ -348,19 +348,26 @@ class Started:
     def abandon(self) -> None:
         """Ends the worker, its sampler and its folder, whatever state they are in: an interrupted or stopped run
         leaves none of them."""
-        try:
-            if self.gate is not None:
-                os.close(self.gate)
-                self.gate = None
-            _end(self.process)
-        finally:
-            with _RUNNING_LOCK:
-                _RUNNING.pop(self.process, None)
-                _STOPPED.discard(self.process)
-            if self.sampler and self.source:
-                self.sampler.stop()
-                self.source.close()
-            _remove(self.tmp)
+        gate, self.gate = self.gate, None
+        _discard(self.process, gate, self.sampler, self.source, self.tmp)
+
+
+def _discard(process: subprocess.Popen | None, gate: int | None, sampler: nvml.Sampler | None,
+             source: nvml.NvmlSource | None, tmp: Path) -> None:
+    """Ends what a worker's start made, as far as it got: its gate, its process group, its sampler, its folder."""
+    try:
+        if gate is not None:
+            os.close(gate)
+        if process is not None:
+            _end(process)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(process, None)
+            _STOPPED.discard(process)
+        if sampler and source:
+            sampler.stop()
+            source.close()
+        _remove(tmp)
 
 
 def start_worker(scenario: Scenario, fault: str | None = None, stop: threading.Event | None = None,
@@ -411,16 +418,7 @@ def start_worker(scenario: Scenario, fault: str | None = None, stop: threading.E
         return Started(scenario, python, tmp, log, out, process, source, no_source, sampler, baseline, marks, gate_end,
                        held, started_at, start, kills_before)
     except BaseException:  # interrupted, or it could not start: nothing of it outlives the call
-        if process is not None:
-            _end(process)
-            with _RUNNING_LOCK:
-                _RUNNING.pop(process, None)
-        if gate_end is not None:
-            os.close(gate_end)
-        if sampler and source:
-            sampler.stop()
-            source.close()
-        _remove(tmp)
+        _discard(process, gate_end, sampler, source, tmp)
         raise
     finally:
         if worker_end is not None:
