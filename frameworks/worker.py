@@ -327,8 +327,9 @@ def compile_ahead(adapter: Adapter, folder: str) -> Callable[[], dict] | None:
     and compiles what the phases will run into a persistent cache, which this worker then reads (its variables set
     here, before the framework is imported). The cache is the bench's one (COMPILE_CACHE_VARIABLE) where there is
     one, else in `folder`: where an earlier helper of the bench compiled the same programs under the same allocator
-    settings (`programs_key`: a pool-off twin's are its pooled run's), no helper starts, and the record says whose
-    helper compiled them and what that took. The helper's
+    settings (`programs_key`: a pool-off twin's are its pooled run's; an inference scenario's are its training
+    run's, whose helper ran the inference step too), no helper starts, and the record says whose helper compiled
+    them and what that took. The helper's
     output goes to this worker's line by line as it comes, each after HELPER_PREFIX: the orchestrator reads an
     out-of-memory line live, and names `compile` for it whatever phase this worker has reached by then. A failure is
     kept for `compile` to report.
@@ -339,18 +340,28 @@ def compile_ahead(adapter: Adapter, folder: str) -> Callable[[], dict] | None:
     bench_cache = bench_cache if bench_cache and os.path.isdir(bench_cache) else None  # not on a Ray node elsewhere
     cache = os.path.join(bench_cache or folder, "cache")
     shared, own = adapter.cache_environment(cache), adapter.helper_environment()
-    key = programs_key(adapter.scenario.to_dict(), adapter.scenario.allocator_settings["env"] | own)
-    compiled = Path(bench_cache, "compiled", f"{key}.json") if bench_cache else None
+    compiled = [Path(bench_cache, "compiled", f"{key}.json") for key in _programs_keys(adapter, own)] \
+        if bench_cache else []
     os.environ.update(shared)
-    if compiled and compiled.exists():
-        earlier = json.loads(compiled.read_text())
+    if compiled and compiled[0].exists():
+        earlier = json.loads(compiled[0].read_text())
         return lambda: {"what": f"compiled by the helper of {earlier['compiled_by']} in this bench, into its cache; "
                                 "no helper here: the phases load from that cache", "seconds": 0.0, "env_set": shared,
                         "compiled_by": earlier["compiled_by"], "compile_scratch": earlier["compile_scratch"]}
     return lambda: _run_helper(adapter, folder, compiled, shared, own)
 
 
-def _run_helper(adapter: Adapter, folder: str, compiled: Path | None, shared: dict[str, str],
+def _programs_keys(adapter: Adapter, own: dict[str, str]) -> list[str]:
+    """The `programs_key` of this scenario's programs, then of every other scenario whose programs its helper
+    compiles too: a training scenario's helper runs the inference step (`Adapter.warm_up`), so it compiles all that
+    the same net's inference scenario runs (its build, its forward), under the same settings."""
+    scenario = adapter.scenario.to_dict()
+    settings = adapter.scenario.allocator_settings["env"] | own
+    covered = [scenario] + ([scenario | {"kind": "infer"}] if scenario["kind"] == "train" else [])
+    return [programs_key(each, settings) for each in covered]
+
+
+def _run_helper(adapter: Adapter, folder: str, compiled: list[Path], shared: dict[str, str],
                 own: dict[str, str]) -> dict:
     """Runs the compile helper into the cache `compile_ahead` set up; what it took, or how it failed."""
     figures = os.path.join(folder, "helper.json")
@@ -369,10 +380,10 @@ def _run_helper(adapter: Adapter, folder: str, compiled: Path | None, shared: di
     if done.returncode or "failure" in written:
         reason = written.get("failure") or {"phase": "start", "message": f"exit status {done.returncode}"}
         return helper | {"failure": f"the compile helper failed in its {reason['phase']}: {reason['message']}"}
-    if compiled:
-        compiled.parent.mkdir(exist_ok=True)
-        atomic_write_json(compiled, {"compiled_by": adapter.scenario.label,
-                                     "compile_scratch": written["compile_scratch"]})
+    for marker in compiled:
+        marker.parent.mkdir(exist_ok=True)
+        atomic_write_json(marker, {"compiled_by": adapter.scenario.label,
+                                   "compile_scratch": written["compile_scratch"]})
     return helper | written
 
 

@@ -173,6 +173,13 @@ def phase(record: dict, name: str) -> dict | None:
     """The named phase of a record, or None when the scenario never reached it."""
     return next((p for p in record.get("phases", []) if p["name"] == name), None)
 
+
+def worker_seconds(record: dict) -> float:
+    """The worker's wall time less its wait at its gate: a worker started ahead waits there while the one before it
+    measures, and that wait costs the run nothing."""
+    waited = ((record.get("worker") or {}).get("gate") or {}).get("waited_s", 0.0)
+    return (record.get("run") or {}).get("wall_seconds", 0.0) - waited
+
 # What a memory figure means, recorded beside every value.
 PEAK_SINCE_PHASE_START = "reset"  # the counter was reset when the phase began: a true in-phase peak
 PEAK_SINCE_PROCESS_START = "cumulative"  # cannot be reset: the highest value so far in the process

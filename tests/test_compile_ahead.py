@@ -24,11 +24,12 @@ from suites.run.registry import ROOT, interpreter
 SCRATCH = 600 * 2**20
 
 
-def run_with_fake_scratch(framework: str, folder: Path, mode: str = "default", bench_cache: Path | None = None
-                          ) -> dict:
-    """A plain-8 training run of the worker under the fake autotuning scratch, its allocator `mode`, in a bench's
-    compilation cache where given (else in its own folder, as a run outside a bench): its record."""
-    scenario = Scenario.create(framework, "plain-8", kind="train", device="cpu", allocator=mode)
+def run_with_fake_scratch(framework: str, folder: Path, mode: str = "default", bench_cache: Path | None = None,
+                          kind: str = "train") -> dict:
+    """A plain-8 run of the worker (training unless `kind` says) under the fake autotuning scratch, its allocator
+    `mode`, in a bench's compilation cache where given (else in its own folder, as a run outside a bench): its
+    record."""
+    scenario = Scenario.create(framework, "plain-8", kind=kind, device="cpu", allocator=mode)
     folder.mkdir()
     out = folder / "record.json"
     bench = {COMPILE_CACHE_VARIABLE: str(bench_cache)} if bench_cache else {}
@@ -43,14 +44,16 @@ def run_with_fake_scratch(framework: str, folder: Path, mode: str = "default", b
 
 @pytest.fixture(scope="module")
 def benches(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[dict]]:
-    """Per framework, once: a bench's pooled run and its pool-off twin, sharing the bench's compilation cache."""
+    """Per framework, once: a bench's pooled training run, its pool-off twin and then the same net's inference
+    scenario, sharing the bench's compilation cache."""
 
     @cache
     def bench(framework: str) -> list[dict]:
         folder = tmp_path_factory.mktemp(framework)
         (folder / "bench-cache").mkdir()
-        return [run_with_fake_scratch(framework, folder / mode, mode, folder / "bench-cache")
-                for mode in ("default", allocator_modes.without_pool(framework))]
+        return [*(run_with_fake_scratch(framework, folder / mode, mode, folder / "bench-cache")
+                  for mode in ("default", allocator_modes.without_pool(framework))),
+                run_with_fake_scratch(framework, folder / "infer", bench_cache=folder / "bench-cache", kind="infer")]
 
     return bench
 
@@ -110,17 +113,21 @@ def test_on_a_gpu_every_xla_compile_goes_through_the_helper_and_its_cache(
 
 
 @pytest.mark.parametrize("framework", ["jax", "keras-jax"])
-def test_a_pool_off_twin_loads_its_pooled_run_s_programs_and_starts_no_helper(
-        framework: str, benches: Callable[[str], list[dict]]) -> None:
+@pytest.mark.parametrize("which", [1, 2], ids=["pool-off twin", "inference scenario"])
+def test_a_pool_off_twin_and_an_inference_scenario_load_the_training_run_s_programs_and_start_no_helper(
+        framework: str, which: int, benches: Callable[[str], list[dict]]) -> None:
     """A bench's scenarios share one compilation cache (COMPILE_CACHE_VARIABLE): the twin, which differs only in its
-    allocator, compiles nothing, in a helper or in a phase, and says whose helper compiled what it loads."""
+    allocator, and the inference scenario, whose build and forward the training run's helper ran, compile nothing,
+    in a helper or in a phase, and say whose helper compiled what they load."""
     records = benches(framework)
-    pooled, twin = (record["worker"]["compile_helper"] for record in records)
+    pooled, sharing = (records[index]["worker"]["compile_helper"] for index in (0, which))
     assert pooled["exit_code"] == 0 and pooled["compile_scratch"]["xla_compiled_so_far"] > 0
-    assert "exit_code" not in twin and twin["seconds"] == 0.0
-    assert twin["compiled_by"] == Scenario.from_dict(records[0]["scenario"]).label
-    assert twin["compile_scratch"] == pooled["compile_scratch"]  # the figure of the helper that compiled them
-    for measured in records[1]["phases"]:
+    assert "exit_code" not in sharing and sharing["seconds"] == 0.0
+    assert sharing["compiled_by"] == Scenario.from_dict(records[0]["scenario"]).label
+    assert sharing["compile_scratch"] == pooled["compile_scratch"]  # the figure of the helper that compiled them
+    assert [measured["name"] for measured in records[which]["phases"]] == list(
+        Scenario.from_dict(records[which]["scenario"]).phases)
+    for measured in records[which]["phases"]:
         assert measured["notes"].get("xla_compiled_so_far", 0) == 0, (measured["name"], measured["notes"])
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import ray
 
+from models.record import worker_seconds
 from models.scenario import Scenario
 from suites.run import executors, orchestrator
 from suites.run.registry import ROOT
@@ -49,6 +50,9 @@ def test_ray_runs_one_scenario_per_gpu_pinned_by_uuid_into_the_store(tmp_path: P
         start = record["run"]["started_at_unix"]  # its worker's start; it may touch the GPU from its release on
         released = start + ((record["run"]["overlap"] or {}).get("started_ahead_s") or 0.0)
         spans.setdefault(uuid, []).append((released, start + record["run"]["wall_seconds"]))
+        if record["run"]["overlap"]:  # it waited at its gate for a part of its start ahead: not its own time
+            assert 0 < record["worker"]["gate"]["waited_s"] <= record["run"]["overlap"]["started_ahead_s"]
+            assert worker_seconds(record) < record["run"]["wall_seconds"]
     assert set(spans) == set(GPUS)  # both GPUs were used
     # each GPU's second scenario was started ahead, while its first measured, and released after the first ended
     assert sorted(bool(record["run"]["overlap"]) for record in data["records"]) == [False, False, True, True]

@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from models.record import worker_seconds
 from suites.report import timing
 from suites.run import runfile
 from suites.run.pieces import PIECES, STATE, Piece, same_card
@@ -69,20 +70,21 @@ def _pieces_table(target: Path, state: dict) -> list[str]:
 
 
 def _time_lines(target: Path, state: dict) -> list[str]:
-    """The default suite's time against the goal, and where it went per framework (the workers' wall seconds)."""
+    """The default suite's time against the goal, and where it went per framework (the workers' wall seconds, less
+    their waits at the gate)."""
     run = _run(target, PIECES[0], state["device"])
     entry = state["pieces"]["default"]
     if run is None or entry["status"] != "done":
         return []
     by_framework: Counter = Counter()
     for record in run["records"]:
-        by_framework[record["scenario"]["framework"]] += record.get("run", {}).get("wall_seconds", 0)
+        by_framework[record["scenario"]["framework"]] += worker_seconds(record)
     goal = GOAL_S.get(state["device"])
     verdict = "" if goal is None or state["quick"] else (
         f" (the goal on a GPU: {goal} s: {'met' if entry['seconds'] <= goal else 'not met'})")
     spent = ", ".join(f"{name} {seconds:,.0f} s" for name, seconds in by_framework.most_common())
     return [f"The default suite took **{entry['seconds']:,.0f} s** for {len(run['records'])} scenarios{verdict}; "
-            f"its workers' wall time per framework: {spent}.", ""]
+            f"its workers' wall time per framework, less their waits at the gate: {spent}.", ""]
 
 
 def earlier_folder(target: Path) -> Path | None:

@@ -6,7 +6,7 @@ The JSON record stays the source (`run --json`, `--out`, the run file); these on
 from __future__ import annotations
 
 from models import executions
-from models.record import phase
+from models.record import phase, worker_seconds
 from models.scenario import Scenario
 from suites.analysis import figures
 from suites.analysis.explain import wrap
@@ -67,7 +67,8 @@ def phase_table(record: dict) -> str:
 
 
 def one_line(record: dict) -> str:
-    """One scenario's line: status, the highest phase the process held and the most the model needed, the time."""
+    """One scenario's line: status, the highest phase the process held and the most the model needed, the time its
+    worker took (less its wait at its gate)."""
     status = record["status"]
     if status == "unavailable":
         return f"unavailable here: {record['failure']['message']}"
@@ -77,5 +78,5 @@ def one_line(record: dict) -> str:
     for what, peak in zip(("holds", "needs"), peaks(record), strict=True):
         if peak:
             text += f"  {what} {mib(peak[0])} MiB ({peak[1]})"
-    return f"{text}  {record['run']['wall_seconds']:.1f} s"
+    return f"{text}  {worker_seconds(record):.1f} s"
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from models.record import STATIC_PLAN, atomic_write, phase
+from models.record import STATIC_PLAN, atomic_write, phase, worker_seconds
 from models.scenario import PHASES, Scenario
 from suites.analysis import accounting, across_records, errors, figures, fit
 from suites.analysis.constants import PROBES
@@ -142,15 +142,16 @@ def _time_section(run: dict) -> list[str]:
             seconds[measured["name"]] = seconds.get(measured["name"], 0.0) + measured["seconds"]
         helper = (record.get("worker") or {}).get("compile_helper") or {}
         seconds["compile helper"] = seconds.get("compile helper", 0.0) + helper.get("seconds", 0.0)
-        seconds["worker wall"] = seconds.get("worker wall", 0.0) + (record.get("run") or {}).get("wall_seconds", 0.0)
+        seconds["worker wall"] = seconds.get("worker wall", 0.0) + worker_seconds(record)
     if not frameworks:
         return []
     columns = ["scenarios", *PHASES["train"], "allocate", "compile helper", "worker wall"]
     columns = [c for c in columns if any(c in seconds for seconds in frameworks.values())]
     lines = ["", "## Time per framework and phase", "",
              "Seconds summed over each framework's scenarios: each phase, the compile helper (before the phases, "
-             "where one guards the step from compile scratch) and the workers' wall time (the rest is the "
-             "interpreter's start and the record's writing).", "",
+             "where one guards the step from compile scratch) and the workers' wall time, less a worker's wait at its "
+             "gate while the one before it measured (the rest is the interpreter's start and the record's "
+             "writing).", "",
              "| framework | " + " | ".join(columns) + " |", "|---" + "|---:" * len(columns) + "|"]
     for framework, seconds in frameworks.items():
         lines.append(f"| {framework} | {seconds['scenarios']} | "
