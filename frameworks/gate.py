@@ -32,11 +32,10 @@ class Gate:
         """Whether the worker has yet to pass its gate (a worker started in its turn never is)."""
         return self.fd is not None
 
-    def wait(self) -> dict | None:
-        """Blocks until the orchestrator releases this worker; returns how long it waited (None without a gate).
-        Raises GateClosed where the gate closed instead."""
-        if self.fd is None:
-            return None
+    def wait(self) -> dict:
+        """Blocks until the orchestrator releases this held worker; returns how long it waited. Raises GateClosed
+        where the gate closed instead."""
+        assert self.fd is not None, "a worker started in its turn has no gate to wait at"
         started = time.monotonic()
         try:
             word = os.read(self.fd, len(RELEASE))

@@ -180,6 +180,7 @@ def worker_seconds(record: dict) -> float:
     waited = ((record.get("worker") or {}).get("gate") or {}).get("waited_s", 0.0)
     return (record.get("run") or {}).get("wall_seconds", 0.0) - waited
 
+
 # What a memory figure means, recorded beside every value.
 PEAK_SINCE_PHASE_START = "reset"  # the counter was reset when the phase began: a true in-phase peak
 PEAK_SINCE_PROCESS_START = "cumulative"  # cannot be reset: the highest value so far in the process
