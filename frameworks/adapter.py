@@ -100,6 +100,11 @@ class Adapter(ABC):
     def init_device(self) -> str:
         """Starts the device runtime (the CUDA context on a GPU) and nothing else; returns its name."""
 
+    def device_notes(self) -> dict[str, object]:
+        """What the framework chose when its device started that a reader needs to read the figures (TensorFlow:
+        oneDNN, and why its allocator has no figures where it has none); in the record's `framework`."""
+        return {}
+
     @abstractmethod
     def build(self) -> None:
         """Creates the weights (LeCun uniform, zero bias) and one batch of synthetic data on the device."""

@@ -11,23 +11,22 @@ A Keras process sees its own backend only: where the interpreter holds the other
 interpreter for every framework, FOOTPRINT_PYTHON), Keras would import some of them just because they are installed
 (keras/src/callbacks/orbax_checkpoint.py runs `import jax` at Keras's import, keras.utils.set_random_seed imports
 TensorFlow where it is found), which a Keras user with one backend installed, and each tox env here, never pays.
-The adapter hides those packages from the process (`HIDDEN_VARIABLE`, in the record's env_set where any is found),
-so the import and build phases measure Keras and its backend alone, as the tox envs do.
+The adapter hides those packages from the process (frameworks/hidden_packages.py; `HIDDEN_VARIABLE`, in the record's
+env_set where any is found), so the import and build phases measure Keras and its backend alone, as the tox envs do.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import math
 import os
-import sys
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Protocol
 
 from frameworks import xla_compiles
 from frameworks.adapter import Adapter, init_bound
+from frameworks.hidden_packages import HIDDEN_VARIABLE, hide_packages, other_backends
 from frameworks.jax_adapter import JaxAdapter
 from frameworks.torch_adapter import TorchAdapter, dynamo_graphs, saved_activation_bytes
 from models import allocator_modes, backends, techniques
@@ -76,23 +75,7 @@ if TYPE_CHECKING:
 
 FRAMEWORKS = ("keras-jax", "keras-tensorflow", "keras-torch")
 JIT_COMPILE = {"auto": "auto", "jit": True, "no-jit": False}  # models.executions' Keras modes: compile()'s argument
-# Each backend's packages, which a Keras process on another backend hides (see the module's docstring)
-BACKEND_PACKAGES = {"jax": ("jax", "jaxlib", "flax"), "tensorflow": ("tensorflow",), "torch": ("torch",)}
-HIDDEN_VARIABLE = "FOOTPRINT_KERAS_HIDDEN"  # the installed packages hidden, comma-separated
-
-
-def other_backends(backend: str) -> list[str]:
-    """The other backends' packages that this interpreter holds (found, not imported)."""
-    return [name for other, names in BACKEND_PACKAGES.items() if other != backend for name in names
-            if importlib.util.find_spec(name) is not None]
-
-
-def hide_packages() -> None:
-    """Hides the packages HIDDEN_VARIABLE names before Keras is imported: None in sys.modules is Python's own "not
-    installed" (an import raises ModuleNotFoundError, importlib.util.find_spec says None). One already imported
-    stays."""
-    for name in filter(None, os.environ.get(HIDDEN_VARIABLE, "").split(",")):
-        sys.modules.setdefault(name, None)
+ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"  # TensorFlow's switch for oneDNN, which the worker leaves to the user
 
 
 class Runtime(Protocol):
@@ -108,13 +91,23 @@ class Runtime(Protocol):
     def is_oom(self, error: BaseException) -> bool: ...
     def allocator_reading(self) -> tuple[int, int] | None: ...
     def compile_counts(self) -> dict[str, int]: ...
+    def device_notes(self) -> dict[str, object]: ...
 
 
 class TensorflowRuntime:
-    """TensorFlow's device, allocator figures (get_memory_info works on the CPU too) and memory limit."""
+    """TensorFlow's device, allocator figures and memory limit.
+
+    On the CPU, get_memory_info has figures only where oneDNN is on (its CPU allocator keeps statistics; TensorFlow's
+    plain one keeps none). oneDNN also changes TensorFlow's CPU kernels, and TensorFlow turns it on by default only on
+    some CPUs (AVX512_VNNI and later). The worker leaves it as the user's TensorFlow has it on this CPU, their own
+    ONEDNN_VARIABLE included, so it measures the TensorFlow they run; the record says whether oneDNN was on and what
+    set it, and where the allocator keeps no statistics, the phases have no allocator figures and the record says
+    why (host memory, the CPU's figure that matters, is measured either way)."""
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
+        self.counted = False  # the allocator's figures can be read: the device started, and its allocator keeps them
+        self.notes: dict[str, object] = {}
 
     def environment(self) -> dict[str, str]:
         return {"TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -136,18 +129,30 @@ class TensorflowRuntime:
         if not devices:
             raise RuntimeError(f"TensorFlow sees no {kind} device")
         self.device_name = f"{kind}:0"
+        self.notes = {"onednn": onednn()}
+        try:
+            tf.config.experimental.get_memory_info(self.device_name)
+            self.counted = True
+        except ValueError as error:  # "Allocator stats not available for device 'CPU:0'"
+            off = kind == "CPU" and not self.notes["onednn"]["enabled"]
+            self.notes["allocator_figures"] = (f"not available: TensorFlow's {self.device_name} allocator keeps no "
+                                               + ("statistics with oneDNN off" if off else f"statistics ({error})"))
         return devices[0].name
+
+    def device_notes(self) -> dict[str, object]:
+        """oneDNN, on or off and what set it, and why the allocator has no figures where it has none."""
+        return self.notes
 
     def synchronize(self) -> None:
         if self.scenario.device == "cuda" and hasattr(self, "device_name"):
             tf.test.experimental.sync_devices()
 
     def reset_peaks(self) -> None:
-        if hasattr(self, "device_name"):
+        if self.counted:
             tf.config.experimental.reset_memory_stats(self.device_name)
 
     def counters(self) -> dict[str, dict]:
-        if not hasattr(self, "device_name"):
+        if not self.counted:
             return {}
         info = tf.config.experimental.get_memory_info(self.device_name)
         return {"allocator_peak": counter(info["peak"], PEAK_SINCE_PHASE_START),
@@ -164,13 +169,23 @@ class TensorflowRuntime:
 
     def allocator_reading(self) -> tuple[int, int] | None:
         """TensorFlow's (current, peak) on a GPU, for the compile helper's scratch; the CPU autotunes nothing."""
-        if self.scenario.device != "cuda" or not hasattr(self, "device_name"):
+        if self.scenario.device != "cuda" or not self.counted:
             return None
         info = tf.config.experimental.get_memory_info(self.device_name)
         return info["current"], info["peak"]
 
     def compile_counts(self) -> dict[str, int]:
         return {}
+
+
+def onednn() -> dict[str, object]:
+    """Whether TensorFlow's oneDNN is on in this process (its own tests ask the same private helper), and what set
+    it: the user's ONEDNN_VARIABLE, or TensorFlow's default for this CPU."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    user = os.environ.get(ONEDNN_VARIABLE)
+    return {"enabled": bool(_pywrap_util_port.IsMklEnabled()),
+            "set_by": "TensorFlow's default for this CPU" if user is None else f"the user's {ONEDNN_VARIABLE}={user}"}
 
 
 RUNTIMES: dict[str, type] = {"tensorflow": TensorflowRuntime, "jax": JaxAdapter, "torch": TorchAdapter}
@@ -218,6 +233,9 @@ class KerasAdapter(Adapter):
 
     def compile_counts(self) -> dict[str, int]:
         return self.runtime.compile_counts()
+
+    def device_notes(self) -> dict[str, object]:
+        return self.runtime.device_notes()
 
     def import_framework(self) -> dict[str, str]:
         global keras

@@ -298,14 +298,24 @@ def dynamo_graphs() -> dict[str, float]:
                                              + counters["aot_autograd"]["autograd_cache_hit"])}
 
 
+# Beside the versions where PyTorch's CUDA build measures on the CPU (PyPI's Linux torch, where no CPU wheel was
+# found): its figures are not the CPU build's, which the tox envs pin and the published CPU runs measured.
+CUDA_BUILD_ON_CPU = "cuda_build_on_cpu"
+CUDA_BUILD_COST = "its host figures hold CUDA's libraries, 65-93 % above the CPU build's (torch 2.13.0)"
+
+
 class TorchAdapter(Adapter):
     name = "torch"
 
     def import_framework(self) -> dict[str, str]:
+        """The versions and the build: `cuda` is the build's CUDA version, "None" for the CPU build."""
         global torch
         import torch
 
-        return {"torch": torch.__version__, "cuda": str(torch.version.cuda)}
+        versions = {"torch": torch.__version__, "cuda": str(torch.version.cuda)}
+        if torch.version.cuda and self.scenario.device == "cpu":
+            versions[CUDA_BUILD_ON_CPU] = CUDA_BUILD_COST
+        return versions
 
     def init_device(self) -> str:
         self.device = device_of(self.scenario.device)

@@ -56,7 +56,7 @@ from models.protocol import (
     programs_key,
     write_scenario,
 )
-from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, one_line
+from models.record import PEAK_AT_MOST, PEAK_SINCE_PHASE_START, atomic_write_json, counter, last_frames, one_line
 from models.scenario import CALIBRATION_BYTES, DATA_RULE, INIT_RULE, OPTIMIZER_SETTINGS, Scenario
 
 CALIBRATION_HOLD_S = 0.5
@@ -72,6 +72,7 @@ AUTOTUNER_GOES_ON_S = 7.0  # past the orchestrator's 5 s grace (ALLOCATOR_GRACE_
 RECORD_RESERVE_BYTES = 16 * 2**20
 WORKER = "worker"  # a failure's `recorded_by` where the worker wrote it itself (the orchestrator's own: "orchestrator")
 VISIBLE_DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")  # the pinning the worker saw
+OWN_PACKAGES = ("frameworks", "models", "suites")  # the project's, which every worker imports alike
 MARK_WAIT_S = 0.25  # a reading takes well under a millisecond (0.16 ms on the H100 at c3d4247)
 
 
@@ -110,6 +111,15 @@ class RecordReserve:
             os.close(self.fd)
             self.fd = -1
             os.unlink(self.path)
+
+
+class HelperFailed(RuntimeError):
+    """The compile helper's failure, raised in the worker's compile phase with the frames where the helper raised it:
+    the worker's own frames there would say only that the helper failed."""
+
+    def __init__(self, message: str, frames: list[dict]) -> None:
+        super().__init__(message)
+        self.frames = frames
 
 
 def _quietly(what: str, cleanup: Callable[[], object]) -> None:
@@ -277,6 +287,25 @@ class PhaseRunner:
         raise RuntimeError(f"injected fault in phase {name}")
 
 
+def imported_packages() -> dict[str, str | None]:
+    """Every package the process has imported (a top-level name, not the standard library's, not the project's own,
+    not private), with its version where its distribution has its name or it has a `__version__`: what the framework
+    pulled in beside it, which one interpreter holding more than a tox env changes (Keras imports scikit-learn, and
+    matplotlib, where installed), and `compare` reads. Modules made in memory (no loader: Cython's, TensorFlow's
+    generated ones) are not packages."""
+    import importlib.metadata  # every framework has imported it by the end of its import: it costs nothing here
+
+    def version(name: str, module: object) -> str | None:
+        with suppress(importlib.metadata.PackageNotFoundError):
+            return importlib.metadata.version(name)
+        found = getattr(module, "__version__", None)
+        return found if isinstance(found, str) else None
+
+    return {name: version(name, module) for name, module in sorted(dict(sys.modules).items())
+            if "." not in name and not name.startswith("_") and name not in sys.stdlib_module_names
+            and name not in OWN_PACKAGES and getattr(getattr(module, "__spec__", None), "loader", None)}
+
+
 def phase_actions(adapter: Adapter, framework: dict, worker: dict,
                   settle: Callable[[], float]) -> dict[str, Callable[[], dict | None]]:
     """What each phase does; an action returns the notes it wants in the phase's record. Where a helper compiled
@@ -285,9 +314,11 @@ def phase_actions(adapter: Adapter, framework: dict, worker: dict,
 
     def import_framework() -> None:
         framework["versions"] = adapter.import_framework()
+        framework["imported_packages"] = imported_packages()
 
     def context() -> dict | None:
         framework["device"] = adapter.init_device()
+        framework.update(adapter.device_notes())
         if adapter.scenario.device != "cuda":
             return None
         return {"settled_s": settle()}  # so that the phase's NVML peak holds the whole context, not a build phase
@@ -306,7 +337,7 @@ def phase_actions(adapter: Adapter, framework: dict, worker: dict,
     def compile_phase() -> dict:
         helper = worker.get("compile_helper") or {}
         if helper.get("failure"):
-            raise RuntimeError(helper["failure"])
+            raise HelperFailed(helper["failure"], helper.get("failure_frames", []))
         notes = adapter.compile()
         if not helper:
             return notes | {"compiled_in": "this process"}
@@ -379,7 +410,8 @@ def _run_helper(adapter: Adapter, folder: str, compiled: list[Path], shared: dic
     written = json.loads(Path(figures).read_text()) if os.path.exists(figures) else {}
     if done.returncode or "failure" in written:
         reason = written.get("failure") or {"phase": "start", "message": f"exit status {done.returncode}"}
-        return helper | {"failure": f"the compile helper failed in its {reason['phase']}: {reason['message']}"}
+        return helper | {"failure": f"the compile helper failed in its {reason['phase']}: {reason['message']}",
+                         "failure_frames": reason.get("frames", [])}
     for marker in compiled:
         marker.parent.mkdir(exist_ok=True)
         atomic_write_json(marker, {"compiled_by": adapter.scenario.label,
@@ -414,7 +446,8 @@ def helper_job(scenario: Scenario, out: str) -> None:
             action()
             done.append(name)
     except BaseException as error:  # the worker reports it in its compile phase, as out of memory where it was
-        figures["failure"] = {"phase": list(steps)[len(done)], "message": one_line(error)}
+        figures["failure"] = {"phase": list(steps)[len(done)], "message": one_line(error),
+                              "frames": last_frames(error)}
     atomic_write_json(out, figures)
 
 
@@ -469,7 +502,8 @@ def _measure(adapter: Adapter, scenario: Scenario, record: dict, out: str, fault
     except BaseException as error:  # a failure is a result: record it, then leave non-zero
         reserve.release()  # where memory ran out, even naming the failure needs some
         record["status"] = "oom" if adapter.is_oom(error) else "error"
-        record["failure"] = {"phase": runner.current, "message": one_line(error), "recorded_by": WORKER}
+        record["failure"] = {"phase": runner.current, "message": one_line(error), "recorded_by": WORKER,
+                             "frames": error.frames if isinstance(error, HelperFailed) else last_frames(error)}
     record["worker"]["host_peak_resettable"] = runner.host.resettable
     reserve.write(record)
     return 0 if record["status"] == "ok" else 1

@@ -96,6 +96,33 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"[:500]
 
 
+FRAMES_KEPT = 8  # a failure's frames: the innermost ones, where it was raised
+FRAME_FIELD_CHARS = 160  # each frame's file, function and source line at most (a file keeps its end)
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBRARY = re.compile(r".*/(?:site|dist)-packages/")
+
+
+def _short_path(filename: str) -> str:
+    """A frame's file as a person finds it: a library's below its site-packages (a tox env's are inside the clone),
+    ours below the clone, anything else as it is."""
+    if _LIBRARY.match(filename):
+        return _LIBRARY.sub("", filename, count=1)
+    return os.path.relpath(filename, _ROOT) if filename.startswith(_ROOT + os.sep) else filename
+
+
+def last_frames(error: BaseException) -> list[dict]:
+    """Where the error was raised: its own traceback's last FRAMES_KEPT frames (file, line, function, source line),
+    innermost last, each field capped, for a record's failure. A cause it was raised from is not followed: the
+    frames say where this error left the code. It runs where memory ran out (after the record's reserve is
+    released), so it keeps little and never raises: where the frames cannot be read, none are kept."""
+    try:
+        return [{"file": _short_path(frame.filename)[-FRAME_FIELD_CHARS:], "line": frame.lineno,
+                 "function": frame.name[:FRAME_FIELD_CHARS], "code": (frame.line or "")[:FRAME_FIELD_CHARS]}
+                for frame in traceback.extract_tb(error.__traceback__, limit=-FRAMES_KEPT)]
+    except Exception:
+        return []
+
+
 def load_json(path: str | Path) -> object:
     """A JSON file's data: an OSError where it is no regular file (`regular_file`, before any read) or cannot be
     read; JSON nested deeper than Python's parser recurses is a ValueError, as any other JSON that cannot be read,

@@ -63,6 +63,35 @@ def test_two_committed_runs_of_the_same_code_pass_either_way_round() -> None:
         assert done.stdout.splitlines()[0].endswith("none of 212 gated figures grew")
 
 
+def test_runs_whose_workers_imported_other_packages_are_not_like_for_like() -> None:
+    """Keras on torch in one interpreter holding scikit-learn imports it, SciPy and matplotlib, which its tox env's
+    worker never does (and a worker that failed to hide jax imports jax): compare names the packages on each side,
+    a few and a count. Records from before the field are not compared."""
+    older, base, new = (json.loads(SAME_CODE.read_text()) for _ in range(3))
+    tox = {"keras": "3.15.1", "numpy": "2.4.6", "torch": "2.13.0+cpu"}
+    wider = tox | dict.fromkeys(["sklearn", "scipy", "matplotlib", "PIL", "psutil", "requests", "joblib", "six"])
+    for run, imported in ((base, tox | {"jax": "0.10.2"}), (new, wider)):
+        for record in run["records"]:
+            if record["scenario"]["framework"] == "keras-torch":
+                record["framework"]["imported_packages"] = imported
+    assert compare.differences(base, base) == compare.differences(older, new) == []
+    assert compare.differences(base, new) == [
+        "keras-torch imported other packages in 9 scenarios both runs have: base only: jax; new only: joblib, "
+        "matplotlib, PIL, psutil, requests, scipy and 2 more"]
+
+
+def test_runs_with_onednn_on_and_off_are_not_like_for_like() -> None:
+    """TensorFlow turns oneDNN on by default on some CPUs only (an AMD EPYC without AVX-512: off): its kernels and
+    its allocator's figures differ. Records from before the field are not compared."""
+    older, base, new = (json.loads(SAME_CODE.read_text()) for _ in range(3))
+    for run, enabled in ((base, True), (new, False)):
+        for record in run["records"]:
+            if record["scenario"]["framework"] == "keras-tensorflow":
+                record["framework"]["onednn"] = {"enabled": enabled, "set_by": "TensorFlow's default for this CPU"}
+    assert compare.differences(base, base) == compare.differences(older, new) == []
+    assert compare.differences(base, new) == ["keras-tensorflow oneDNN: on vs off"]
+
+
 def test_the_stored_spread_is_what_store_spread_measures_and_adds_nothing_else(tmp_path: Path) -> None:
     """`--store-spread` on copies of the two runs without the field writes back exactly the committed files."""
     (tmp_path / "repeat").mkdir()

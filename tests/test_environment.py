@@ -37,3 +37,16 @@ def test_this_checkout_is_stamped_with_its_head() -> None:
     if not head:
         pytest.skip("this tree is not a git checkout")
     assert _commit(ROOT).removesuffix("+dirty") == head
+
+
+@pytest.mark.parametrize(("flags", "avx512"), [("fpu avx2 fma", False), ("fpu avx2 avx512f avx512bw", True)])
+def test_a_run_names_the_cpu_and_whether_it_has_avx512(tmp_path: Path, flags: str, avx512: bool) -> None:
+    """TensorFlow's oneDNN, and with it its CPU allocator's statistics, is on by default only on some CPUs: an AMD
+    EPYC without AVX-512 turned it off (issue 64)."""
+    from suites.run import environment
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: {flags}\n\n"
+                       f"processor\t: 1\nmodel name\t: AMD EPYC 7B13\nflags\t\t: {flags}\n")
+    assert environment.cpu(cpuinfo) == {"model": "AMD EPYC 7B13", "avx512": avx512}
+    assert environment.cpu(tmp_path / "missing")["avx512"] is None

@@ -299,8 +299,11 @@ def test_a_read_record_carries_estimate_error_breakdown_and_floor(records: dict[
 
 def test_tensorflow_allocator_view_and_framework_estimates(records: dict[str, dict]) -> None:
     read = accounting.reaccount({"records": [records["keras-tensorflow"]]})[0]
-    step = read["comparison"]["train_step_2"]["allocator"]
-    assert step["measured"] > 0 and step["tensors"] > 0
+    step = read["comparison"]["train_step_2"]
+    if read["framework"]["onednn"]["enabled"]:
+        assert step["allocator"]["measured"] > 0 and step["allocator"]["tensors"] > 0
+    else:  # TensorFlow's CPU allocator keeps no statistics (tests/test_user_environment.py): the driver's view alone
+        assert "allocator" not in step and step["driver"]["measured"] > 0
     plan = phase(records["jax"], "compile")["notes"]["memory_analysis"]["train_step"]
     own = accounting.framework_tensors(records["jax"])["train_step_1"]
     assert own == (plan["argument"]["bytes"] + plan["temp"]["bytes"] + plan["output"]["bytes"]

@@ -44,7 +44,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from frameworks.worker import AUTOTUNER_GOES_ON_S
 from models.importers.files import load_spec_file
-from models.record import TEMPORARY
+from models.record import FRAME_FIELD_CHARS, FRAMES_KEPT, TEMPORARY, last_frames
 from models.scenario import PHASES, Scenario
 from models.spec import MAX_SIZE, SpecError
 from suites.__main__ import main
@@ -173,11 +173,26 @@ def _phase(name: str, workers: int = 1, kind: str | None = None) -> Callable[[su
 
 # ---- the rows: each runs its fault and checks the ending ----
 
+def _says_where(failure: dict, *shown: str) -> None:
+    """The worker's failure keeps where the fault was raised, worker.py's `_inject` at its line, innermost of its
+    frames; each of `shown` (an output, a report) shows that frame under the message, past the frames before it
+    (a terminal's lines may wrap the message: spaces are compared as one)."""
+    innermost = failure["frames"][-1]
+    assert (innermost["file"], innermost["function"]) == ("frameworks/worker.py", "_inject"), failure
+    assert innermost["line"] > 0 and innermost["code"].startswith("raise RuntimeError"), failure
+    for text in shown:
+        flat = " ".join(text.split())
+        said = flat.find(failure["message"])
+        at = flat.find(f"at frameworks/worker.py:{innermost['line']} in _inject", said)
+        assert 0 <= said < at < said + len(failure["message"]) + 600 * len(failure["frames"]), text[-3000:]
+
+
 def worker_raises(base: Path) -> None:
     ending = run(base, ["run", *PROBE, "--out", str(base / "results" / "record.json")],
-                 {"FOOTPRINT_FAULT": "build:raise"})
+                 {"FOOTPRINT_FAULT": "import:raise"})
     record = ending.record()
-    assert ending.code == 1 and record["status"] == "error" and record["failure"]["phase"] == "build"
+    assert ending.code == 1 and record["status"] == "error" and record["failure"]["phase"] == "import"
+    _says_where(record["failure"], ending.output)
     _clean(ending)
 
 
@@ -389,6 +404,7 @@ def held_worker_fails_in_its_import(base: Path) -> None:
         assert infer["failure"]["phase"] == "import" and infer["failure"]["recorded_by"] == "worker", infer["failure"]
         assert infer["run"]["overlap"]["phases"] == ["import"]
         assert infer["run"]["overlap"]["with"] == Scenario.from_dict(train["scenario"]).label
+        _says_where(infer["failure"], ending.output, (ending.results / "default-cpu.md").read_text())
     assert ending.code == 1, ending.output[-2000:]
     _clean(ending)
 
@@ -1180,7 +1196,8 @@ class Fault:
 
 
 FAULTS = (
-    Fault("the worker raises (in build)", "`error` in build; `run` exits 1", worker_raises),
+    Fault("the worker raises (in import)", "`error` in import, with where it was raised (its traceback's last "
+          "frames) in the record and in `run`'s output; `run` exits 1", worker_raises),
     Fault("the worker hangs past its timeout (in import)", "`timeout` in import; the worker's process group killed",
           worker_hangs),
     Fault("SIGKILL of the worker from outside (in build)", "`killed` in build (`oom` only where the kernel counted "
@@ -1208,8 +1225,8 @@ FAULTS = (
           "with it; the next run removes their folders and the bench's cache",
           orchestrator_killed_while_a_worker_waits),
     Fault("a worker started ahead that fails in its import, before its gate", "`error` in import against its own "
-          "scenario, its import named as overlapping the one before; the others measured",
-          held_worker_fails_in_its_import),
+          "scenario, its import named as overlapping the one before, with where it was raised in the bench's "
+          "failure list and the report; the others measured", held_worker_fails_in_its_import),
     Fault("Ctrl-C of a bench while one worker measures and the next waits at its gate", "exit 130; no worker, no "
           "folder left; every scenario under `missing`", ctrl_c_with_one_measuring_one_waiting),
     Fault("a run file cut in half, of another schema, or another device's (a cuda run copied over a cpu one)",
@@ -1315,6 +1332,30 @@ def table() -> str:
 @pytest.mark.parametrize("fault", FAULTS, ids=[fault.check.__name__ for fault in FAULTS])
 def test_fault(fault: Fault, tmp_path: Path) -> None:
     fault.check(tmp_path)
+
+
+def test_a_failure_keeps_its_last_frames_each_field_capped(tmp_path: Path) -> None:
+    """What a record keeps of where an error was raised is bounded, whatever the traceback: a deep recursion's is cut
+    to its innermost FRAMES_KEPT frames, a long path keeps its end, a long name and source line their start; a
+    library's file is named below its site-packages, ours below the clone; an error never raised has none."""
+    name, message = "recursing_" + "f" * 2 * FRAME_FIELD_CHARS, "x" * 2 * FRAME_FIELD_CHARS
+    source = tmp_path / ("d" * 200) / "deep.py"
+    source.parent.mkdir()
+    source.write_text(f"def {name}(depth):\n    if not depth: raise ValueError('{message}')\n    {name}(depth - 1)\n")
+    space: dict = {}
+    exec(compile(source.read_text(), str(source), "exec"), space)
+    with pytest.raises(ValueError) as deep:
+        space[name](100)
+    frames = last_frames(deep.value)
+    assert len(frames) == FRAMES_KEPT and all(frame["function"] == name[:FRAME_FIELD_CHARS] for frame in frames)
+    assert all(len(frame[field]) <= FRAME_FIELD_CHARS for frame in frames for field in ("file", "function", "code"))
+    assert frames[-1]["file"].endswith("/deep.py") and frames[-1]["line"] == 2
+    assert frames[-1]["code"] == f"if not depth: raise ValueError('{message}')"[:FRAME_FIELD_CHARS]
+    with pytest.raises(ValueError) as library:
+        np.reshape(np.zeros(3), (2,))
+    frames = last_frames(library.value)
+    assert frames[0]["file"] == "tests/test_faults.py" and frames[-1]["file"].startswith("numpy/"), frames
+    assert last_frames(ValueError("never raised")) == []
 
 
 def test_the_readme_lists_every_fault_as_the_matrix_runs_it() -> None:

@@ -11,8 +11,10 @@ from collections.abc import Callable
 import pytest
 
 from frameworks.host_memory import HostMemory
+from frameworks.torch_adapter import CUDA_BUILD_COST, CUDA_BUILD_ON_CPU
 from models.record import PEAK_SINCE_PHASE_START, STATIC_PLAN, phase
 from models.scenario import PHASES, Scenario
+from suites.bench.suite import cuda_build_warning
 from suites.run.orchestrator import run_scenario
 from suites.run.registry import ROOT
 from tests.conftest import FRAMEWORKS
@@ -110,8 +112,37 @@ def test_build_phase_holds_the_weights(framework: str, spec_file) -> None:  # no
     assert build["host"]["end_rss_bytes"] - build["host"]["start_rss_bytes"] >= 0.95 * WIDE_WEIGHT_BYTES
 
 
+@pytest.mark.parametrize("framework", ["torch", "keras-torch"])
+def test_a_torch_record_names_its_build(framework: str, keras_small_train: Callable[[str], dict]) -> None:
+    """`cuda` is the build's CUDA version ("None" for the CPU build the tox envs pin); a CUDA build measuring on
+    the CPU, as this scenario does, carries the note that its figures are not the CPU build's."""
+    versions = keras_small_train(framework)["framework"]["versions"]
+    assert versions["torch"].endswith("+cpu") == (versions["cuda"] == "None")
+    assert (CUDA_BUILD_ON_CPU in versions) == (versions["cuda"] != "None")
+
+
+def test_a_cuda_build_measuring_on_the_cpu_is_one_line_of_the_bench() -> None:
+    cpu = {"scenario": {"framework": "jax"}, "framework": {"versions": {"jax": "0.10.2"}}}
+    failed = {"scenario": {"framework": "torch"}}  # ended before its import: no versions
+    cuda = {"torch": "2.13.0+cu130", "cuda": "13.0", CUDA_BUILD_ON_CPU: CUDA_BUILD_COST}
+    on_cpu = [{"scenario": {"framework": name}, "framework": {"versions": cuda}}
+              for name in ("torch", "keras-torch", "torch")]
+    assert cuda_build_warning([cpu, failed]) is None
+    assert cuda_build_warning([cpu, failed, *on_cpu]) == (
+        "footprint: warning: keras-torch, torch: torch 2.13.0+cu130 is a CUDA build measuring on the CPU: its host "
+        "figures hold CUDA's libraries, 65-93 % above the CPU build's (torch 2.13.0); the tox envs pin the +cpu "
+        "build (README.md)")
+
+
 def test_tensorflow_cpu_allocator_peak_is_reset_per_phase(keras_small_train: Callable[[str], dict]) -> None:
+    """Where oneDNN is on, TensorFlow's CPU allocator keeps statistics; where it is off (its default on a CPU without
+    AVX512_VNNI, or TF_ENABLE_ONEDNN_OPTS=0: tests/test_user_environment.py sets both) no phase has a figure, and the
+    record says why."""
     record = keras_small_train("keras-tensorflow")
+    if not record["framework"]["onednn"]["enabled"]:
+        assert record["framework"]["allocator_figures"].startswith("not available: ")
+        assert not any(p["allocator"] for p in record["phases"])
+        return
     peaks = {p["name"]: p["allocator"]["allocator_peak"] for p in record["phases"] if p["allocator"]}
     assert all(figure["semantics"] == PEAK_SINCE_PHASE_START for figure in peaks.values())
     assert peaks["train_step_1"]["bytes"] > peaks["compile"]["bytes"] > 0

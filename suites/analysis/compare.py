@@ -42,6 +42,7 @@ from suites.analysis.figures import MIB, driver_peak, mib, need
 from suites.run.runfile import identity
 
 SPREAD_FIELD = "repeat_spread"
+PACKAGES_NAMED = 6  # the packages a "not like for like" line names on each side, then a count of the rest
 WIDTH = 200  # the longest line compare prints (a table row aside): the verdict names failing figures up to it
 Spread = dict[str, dict[str, float]]  # framework -> view -> largest relative move between two runs of one code
 
@@ -157,7 +158,8 @@ def changes(base: dict, new: dict) -> tuple[list[Change], list[str], list[str]]:
 
 
 def differences(base: dict, new: dict) -> list[str]:
-    """What makes the two runs not like for like: the device, the machine's memory, a framework's version."""
+    """What makes the two runs not like for like: the device, a framework's version, TensorFlow's oneDNN, the packages
+    a scenario's worker imported."""
     found = []
     if base["device"] != new["device"]:
         found.append(f"device: {base['device']} vs {new['device']}")
@@ -171,7 +173,49 @@ def differences(base: dict, new: dict) -> list[str]:
         if versions[0][framework] != versions[1][framework]:
             found.append(f"{framework} versions: {' or '.join(sorted(versions[0][framework]))} vs "
                          f"{' or '.join(sorted(versions[1][framework]))}")
-    return found
+    return found + onednn_differences(base, new) + imported_differences(base, new)
+
+
+def onednn_differences(base: dict, new: dict) -> list[str]:
+    """Per framework, oneDNN on in one run and off in the other (`framework.onednn`, where both recorded it): it changes
+    TensorFlow's CPU kernels and its allocator's figures, and TensorFlow's default for it differs by CPU."""
+    states: list[dict[str, set[str]]] = [{}, {}]
+    for seen, run in zip(states, (base, new), strict=True):
+        for record in run["records"]:
+            onednn = record.get("framework", {}).get("onednn")
+            if onednn:
+                seen.setdefault(record["scenario"]["framework"], set()).add("on" if onednn["enabled"] else "off")
+    return [f"{framework} oneDNN: {' or '.join(sorted(states[0][framework]))} vs "
+            f"{' or '.join(sorted(states[1][framework]))}"
+            for framework in sorted(states[0].keys() & states[1].keys())
+            if states[0][framework] != states[1][framework]]
+
+
+def imported_differences(base: dict, new: dict) -> list[str]:
+    """Per framework, the packages that the same scenario's worker imported in one run only (`imported_packages`;
+    a record without it, from older code, is not compared): Keras in one interpreter holding scikit-learn imports it,
+    SciPy and matplotlib, 30-100 MiB of import a tox env does not hold. Each side names PACKAGES_NAMED at most."""
+    earlier = {identity(r["scenario"]): set(r["framework"]["imported_packages"]) for r in base["records"]
+               if "imported_packages" in r.get("framework", {})}
+    only: dict[str, tuple[set[str], set[str], set[str]]] = {}  # framework -> (base only, new only, scenarios)
+    for record in new["records"]:
+        key, imported = identity(record["scenario"]), record.get("framework", {}).get("imported_packages")
+        if imported is None or key not in earlier or earlier[key] == set(imported):
+            continue
+        base_only, new_only, scenarios = only.setdefault(record["scenario"]["framework"], (set(), set(), set()))
+        base_only |= earlier[key] - set(imported)
+        new_only |= set(imported) - earlier[key]
+        scenarios.add(key)
+    return [f"{framework} imported other packages in {len(scenarios)} scenarios both runs have: base only: "
+            f"{_named(base_only)}; new only: {_named(new_only)}"
+            for framework, (base_only, new_only, scenarios) in sorted(only.items())]
+
+
+def _named(packages: set[str]) -> str:
+    """Packages, sorted, the first PACKAGES_NAMED named and the rest counted."""
+    named = sorted(packages, key=str.lower)[:PACKAGES_NAMED]
+    rest = len(packages) - len(named)
+    return (", ".join(named) or "none") + (f" and {rest} more" if rest else "")
 
 
 def _table(rows: list[Change], threshold: float) -> list[str]:

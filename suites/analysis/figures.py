@@ -159,6 +159,12 @@ def _plan_need(record: dict, name: str) -> int | None:
     return before + planned["temp"]["bytes"] + planned["output"]["bytes"] - planned["alias"]["bytes"]
 
 
+def no_allocator_figures(record: dict) -> str | None:
+    """Why the framework's allocator gave no figures in any phase ("not available: ..."), where the worker found it
+    keeps none (TensorFlow's plain CPU allocator, oneDNN off); None otherwise."""
+    return (record.get("framework") or {}).get("allocator_figures")
+
+
 def need(record: dict, name: str) -> tuple[int | None, str]:
     """What the model needed at most in the phase: the allocator's in-phase peak, else XLA's plan, with a label."""
     measured = named_phase(record, name)
@@ -167,6 +173,8 @@ def need(record: dict, name: str) -> tuple[int | None, str]:
     scenario = record["scenario"]
     if not allocator_modes.counted(scenario["framework"], scenario["allocator"]):
         return None, "the allocator keeps no statistics in this mode"
+    if missing := no_allocator_figures(record):
+        return None, missing
     allocated, semantics = allocated_peak(measured)
     if allocated is not None and semantics == PEAK_SINCE_PHASE_START:
         return allocated, "allocator peak in the phase"

@@ -16,8 +16,6 @@ from models.scenario import Scenario
 from suites.report import readout
 from suites.run.runfile import identity
 
-NEEDS_A_LOOK = ("error", "crashed")
-
 
 def scenario_id(scenario: Scenario) -> str:
     """framework-model-kind, then whatever differs from the defaults, for `pytest -k`."""
@@ -48,7 +46,8 @@ def scenario_benchmark(suite: str, scenarios: list[Scenario]) -> Callable:
             pytest.exit(run.write_failure, returncode=1)
         benchmark.extra_info["record"] = record
         record_property("footprint", readout.one_line(record))
-        if record["status"] in NEEDS_A_LOOK and not record["failure"].get("known_cause"):
-            pytest.fail(f"{scenario.label}: {record['status']}: {record['failure']}", pytrace=False)
+        if readout.needs_a_look(record):
+            pytest.fail("\n".join([f"{scenario.label}: {readout.failure_line(record)}",
+                                   *readout.frame_lines(record["failure"])]), pytrace=False)
 
     return test_scenario

@@ -63,6 +63,9 @@ def run_suite(suite: str, requested_device: str, frameworks: str, models: str, t
     if path.exists():
         run = runfile.load(path)
         print(summary.tables(run), flush=True)
+        warning = cuda_build_warning(_ours(run, started))
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         _report(path)
         code = code or _nothing_measured(run, started)
     if interrupts.received:  # pytest ended the suite at the signal; the run file says it is incomplete
@@ -83,11 +86,27 @@ def _report(path: Path) -> None:
         print(f"footprint: wrote {name.relative_to(ROOT) if name.is_relative_to(ROOT) else name}")
 
 
+def _ours(run: dict, started: float) -> list[dict]:
+    """This bench's records: a run file keeps earlier benches' too."""
+    return [record for record in run["records"] if record.get("run", {}).get("started_at_unix", 0) >= started]
+
+
+def cuda_build_warning(records: list[dict]) -> str | None:
+    """One line for the bench where torch is a CUDA build measuring on the CPU (the record's `cuda_build_on_cpu`,
+    frameworks/torch_adapter.py): otherwise only `compare` against a CPU build's run says so."""
+    found = {record["scenario"]["framework"]: record["framework"]["versions"] for record in records
+             if "cuda_build_on_cpu" in record.get("framework", {}).get("versions", {})}
+    if not found:
+        return None
+    versions = next(iter(found.values()))
+    return (f"footprint: warning: {', '.join(sorted(found))}: torch {versions['torch']} is a CUDA build measuring on "
+            f"the CPU: {versions['cuda_build_on_cpu']}; the tox envs pin the +cpu build (README.md)")
+
+
 def _nothing_measured(run: dict, started: float) -> int:
     """1 where this run's scenarios all ended without a measurement (every one timed out, say): they stay results
     in the run file, but a suite that measured nothing must not exit as a success. Fit answers count as measured."""
-    ours = [record for record in run["records"] if record.get("run", {}).get("started_at_unix", 0) >= started
-            and record["status"] != "unavailable"]
+    ours = [record for record in _ours(run, started) if record["status"] != "unavailable"]
     answered = [result for result in run.get("fits", []) if result.get("answer") not in (None, "unknown")]
     if not ours or answered or any(record["status"] == "ok" for record in ours):
         return 0

@@ -202,6 +202,7 @@ def section(run: dict) -> list[str]:
     for (model, kind), records in groups.items():
         found = rows(records)
         lines += [f"**{model}, {kind}** (batch {records[0]['scenario']['batch']})", "", *_table(found, cpu)]
-        said = sentences(found)
+        said = [f"{plots.variant(row.record)}: needs {why}." for row in found
+                if (why := figures.no_allocator_figures(row.record))] + sentences(found)
         lines += ["", *said, ""] if said else [""]
     return lines

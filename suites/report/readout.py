@@ -28,6 +28,31 @@ def label(scenario: Scenario) -> str:
     return scenario.label.replace(f" b{scenario.batch} {scenario.optimizer} ", f" b{scenario.batch} ", 1)
 
 
+NEEDS_A_LOOK = ("error", "crashed")  # oom and timeout are results
+
+
+def needs_a_look(record: dict) -> bool:
+    """Whether a scenario failed as the bench counts it: `error` or `crashed` for no known cause
+    (suites.run.known)."""
+    return record["status"] in NEEDS_A_LOOK and not (record.get("failure") or {}).get("known_cause")
+
+
+def failure_line(record: dict) -> str:
+    """The status, the phase it ended in and the failure's one-line message."""
+    failure = record.get("failure") or {}
+    return (record["status"] + (f" in {failure['phase']}" if failure.get("phase") else "")
+            + (f": {failure['message']}" if failure.get("message") else ""))
+
+
+def frame_lines(failure: dict | None, indent: str = "    ") -> list[str]:
+    """A failure's frames (`failure.frames`, innermost last), a line each (wrapped to a terminal's width), to show
+    under its message: where it was raised. None where the orchestrator named the failure (a kill, a timeout) or the
+    record is older."""
+    return [line for frame in (failure or {}).get("frames") or [] if isinstance(frame, dict)
+            for line in wrap(f"at {frame.get('file')}:{frame.get('line')} in {frame.get('function')}"
+                             + (f": {frame['code']}" if frame.get("code") else ""), indent)]
+
+
 def phase_table(record: dict) -> str:
     """Per phase: what the process held, what the model needed, how far that rose above the context phase (the
     driver's view), the estimate of that rise and its error, seconds; then what each column is, and where the
@@ -35,9 +60,8 @@ def phase_table(record: dict) -> str:
     scenario = Scenario.from_dict(record["scenario"])
     failure = record.get("failure") or {}
     star, starred = "" if _modelled(scenario) else "*", False
-    lines = [*wrap(f"{label(scenario)}: {record['status']}"
-                   + (f" in {failure['phase']}" if failure.get("phase") else "")
-                   + (f": {failure['message']}" if failure.get("message") else "")),
+    lines = [*wrap(f"{label(scenario)}: {failure_line(record)}"),
+             *frame_lines(failure),
              f"{'phase':<14}{'holds MiB':>11}{'needs MiB':>11}{'rise MiB':>10}{'estimate MiB':>14}"
              f"{'error vs rise':>15}{'seconds':>9}"]
     for name in scenario.phases:
@@ -57,6 +81,8 @@ def phase_table(record: dict) -> str:
             + "; needs: the allocator's own peak in the phase; rise: holds less the context phase's (the driver's "
               "view); estimate: the rules' tensors and the measured runtime overhead, of that rise; error vs rise: "
               "(estimate - rise) / rise"]
+    if missing := figures.no_allocator_figures(record):
+        said.append(f"needs {missing}")
     if figures.preallocated(record):
         said.append("no rise: a pool mapped when the device started fills the driver's figures")
     if starred:

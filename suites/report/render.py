@@ -71,8 +71,8 @@ def markdown(run: dict) -> str:
         f"- device: {run['device_description']}",
         f"- commit: `{run['git_commit']}`, started {run['started_at']}, complete: {run['complete']}",
         *_commits_line(run),
-        f"- machine: {run['machine']['cpus']} CPUs, {run['machine']['memory_bytes'] / 2**30:.0f} GiB, "
-        f"{run['machine']['platform']}",
+        f"- machine: {run['machine']['cpus']} CPUs{_cpu_model(run['machine'])}, "
+        f"{run['machine']['memory_bytes'] / 2**30:.0f} GiB, {run['machine']['platform']}",
         f"- not measured in this run: {', '.join(_not_measured(run)) or 'none'}",
         "",
         "Each cell is the peak inside the phase, in MiB, as *holds / needs*: what the process holds "
@@ -102,8 +102,17 @@ def markdown(run: dict) -> str:
             lines += ["", *_panel_table(table, kind, floor=model not in PROBES)]
     lines += (_error_summary(run) + _keras_section(run) + _execution_section(run) + _savings_section(run)
               + _sweeps_section(run)
-              + _fits_section(run) + _time_section(run) + _missing_section(run))
+              + _fits_section(run) + _time_section(run) + _missing_section(run) + _failed_section(run))
     return "\n".join(lines) + "\n"
+
+
+def _cpu_model(machine: dict) -> str:
+    """The CPU's model and AVX-512 where the run recorded them (runs before 64's fix did not)."""
+    cpu = machine.get("cpu")
+    if not cpu:
+        return ""
+    avx512 = {True: ", AVX-512", False: ", no AVX-512"}.get(cpu["avx512"], "")
+    return f" ({cpu['model']}{avx512})"
 
 
 def _weights(size: int) -> str:
@@ -118,6 +127,9 @@ def _panel_table(records: list[dict], kind: str, floor: bool) -> list[str]:
         lines.append(f"| {name} | " + " | ".join(_holds_needs(record, name) for record in records) + " |")
     lines += _host_rows(records, kind)
     lines += _allocator_rows(records, kind)
+    reasons = [figures.no_allocator_figures(record) or "" for record in records]
+    if any(reasons):  # once per table, not in each phase's '-'
+        lines.append("| needs | " + " | ".join(reasons) + " |")
     lines += _nvml_rows(records, kind)
     lines += _estimate_rows(records, kind, floor)
     lines.append("| allocator mode | " + " | ".join(
@@ -166,6 +178,20 @@ def _missing_section(run: dict) -> list[str]:
     return ["", f"## Missing: {len(run['missing'])} of the scenarios asked for have no record", "",
             "Run the same command with `--resume` to measure only these.", "",
             *(f"- {_missing_label(entry)}" for entry in run["missing"])]
+
+
+def _failed_section(run: dict) -> list[str]:
+    """The scenarios the bench failed (what a status cell only names), each with its message and, under it, where
+    it was raised."""
+    failed = [record for record in run["records"] if readout.needs_a_look(record)]
+    if not failed:
+        return []
+    lines = ["", f"## Failed: {len(failed)} scenarios, with where each was raised", ""]
+    for record in failed:
+        lines.append(f"- {readout.label(Scenario.from_dict(record['scenario']))}: {readout.failure_line(record)}")
+        where = readout.frame_lines(record["failure"], indent="  ")
+        lines += ["", "  ```", *where, "  ```"] if where else []
+    return lines
 
 
 def _missing_label(entry: dict) -> str:

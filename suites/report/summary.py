@@ -5,7 +5,8 @@ and the most the model needed (the allocator's peak), with the lowest of each ma
 is NVML's; on the CPU the lowest is marked by its anonymous resident memory (sampled), the figure that repeats run to
 run and the one `compare` gates there, since host RSS (VmHWM) also counts file-backed pages that move between runs.
 A column with nothing to say (no figure in any row, or on the CPU another column's in every row) is left out. The
-probes measure the estimate's constants, not a model: they are counted, not listed.
+probes measure the estimate's constants, not a model: they are counted, not listed. Last, the scenarios the bench
+failed (probes too), each with its message and where it was raised.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from collections.abc import Callable, Sequence
 from models.scenario import Scenario
 from suites.analysis import compare
 from suites.analysis.constants import PROBES
+from suites.analysis.explain import wrap
 from suites.analysis.figures import highest, mib, peaks, preallocated
+from suites.report import readout
 
 LOWEST, POOL = "*", "p"
 Peak = tuple[int, str] | None  # bytes at the highest phase, with the phase
@@ -94,4 +97,14 @@ def tables(run: dict) -> str:
     if probes:
         ok = sum(record["status"] == "ok" for record in probes)
         lines.append(f"probes (the estimate's constants, not listed): {ok} of {len(probes)} ok")
-    return "\n".join(lines)
+    return "\n".join(lines + _failed(run["records"]))
+
+
+def _failed(records: list[dict]) -> list[str]:
+    """The scenarios the bench failed (probes too), each with its message and, under it, where it was raised."""
+    failed = [record for record in records if readout.needs_a_look(record)]
+    lines = ["", f"failed: {len(failed)}"] if failed else []
+    for record in failed:
+        lines += [*wrap(f"{readout.label(Scenario.from_dict(record['scenario']))}: {readout.failure_line(record)}",
+                        "  "), *readout.frame_lines(record["failure"], indent="      ")]
+    return lines

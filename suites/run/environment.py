@@ -43,4 +43,16 @@ def git_commit() -> str:
 def machine() -> dict[str, object]:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {"hostname": socket.gethostname(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "memory_bytes": memory, "python": platform.python_version()}
+            "memory_bytes": memory, "python": platform.python_version(), "cpu": cpu()}
+
+
+def cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict[str, object]:
+    """The CPU's model and whether it has AVX-512: TensorFlow turns oneDNN (and with it its CPU allocator's
+    statistics) on by default only on some CPUs, so two runs of one commit can differ by the CPU alone."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:  # not Linux: the model as Python knows it, the flags unknown
+        return {"model": platform.processor() or "unknown", "avx512": None}
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)  # the last CPU's, alike on each
+    fields = {key.strip(): value.strip() for key, value in fields.items()}
+    return {"model": fields.get("model name", "unknown"), "avx512": "avx512f" in fields.get("flags", "").split()}

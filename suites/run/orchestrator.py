@@ -29,9 +29,22 @@ from models.scenario import Scenario
 from suites.run import device, environment, interrupts, known, nvml, oom_kills
 from suites.run.registry import ROOT, interpreter
 
-# Inherited from the caller; everything else the worker sees is set on purpose.
+# Inherited from the caller; everything else the worker sees is set on purpose, or passed as below.
 ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
                  "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME")
+# Passed from the caller too, by prefix: what a user sets to steer a framework or the libraries it computes with, so a
+# run measures the framework as they run it (each by name and value in the record's `run.env_passed`). TensorFlow's
+# (TF_ENABLE_ONEDNN_OPTS, TF_XLA_FLAGS, its threads and logs), XLA's (XLA_FLAGS), JAX's, Keras's, torch's (and
+# torch.compile's Inductor), CUDA's, and the CPU's math libraries with their threads: OpenMP (and Intel's KMP_), MKL,
+# OpenBLAS, oneDNN (DNNL_: its former name). Anything else a shell holds stays out, as the allowlist meant.
+PASSED_PREFIXES = ("TF_", "XLA_", "JAX_", "KERAS_", "PYTORCH_", "TORCH_", "TORCHINDUCTOR_", "CUDA_", "OMP_", "KMP_",
+                   "MKL_", "OPENBLAS_", "ONEDNN_", "DNNL_")
+# ...but not KERAS_BACKEND (the Keras adapter sets it), nor Terraform's TF_ names (its variables, tokens and settings
+# have nothing to do with TensorFlow, and would land in records), nor any name that says it holds a secret.
+HELD_BACK = ("KERAS_BACKEND", "TF_VAR_", "TF_TOKEN_", "TF_CLI_", "TF_LOG", "TF_CLOUD_", "TF_REGISTRY_", "TF_INPUT",
+             "TF_DATA_DIR", "TF_WORKSPACE", "TF_IN_AUTOMATION", "TF_PLUGIN_CACHE_DIR", "TF_IGNORE",
+             "TF_APPEND_USER_AGENT", "TF_STATE_PERSIST_INTERVAL")
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 # What a line of a worker's output says where an allocation failed for good (lowercased): XLA's and TensorFlow's
 # status, TensorFlow's op error, XLA's and TensorFlow's BFC allocator ("Allocator (GPU_0_bfc) ran out of memory trying
 # to allocate 1.58GiB (rounded to 1698693120)requested by op ..."), torch's CUDA errors and the host's (ENOMEM,
@@ -81,10 +94,27 @@ def set_variables(scenario: Scenario | None = None, folder: Path | None = None) 
     return WORKER_SETTINGS | (scenario.allocator_settings["env"] if scenario else {}) | in_folder | bench
 
 
+def passed_variables() -> dict[str, str]:
+    """The caller's variables that steer a framework (PASSED_PREFIXES, less HELD_BACK and secrets), beside the
+    allowlist's."""
+    return {name: value for name, value in sorted(os.environ.items())
+            if name.startswith(PASSED_PREFIXES) and not name.startswith(HELD_BACK) and name not in ENV_ALLOWLIST
+            and not any(word in name for word in SECRET_WORDS)}
+
+
 def worker_environment(scenario: Scenario | None = None, folder: Path | None = None) -> dict[str, str]:
-    """The allowlist plus `set_variables`: the worker's whole environment, fixed before any import."""
+    """The allowlist, the passed variables, then `set_variables`, which win: the worker's whole environment, fixed
+    before any import (the adapter's own variables win in the worker too)."""
     inherited = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-    return inherited | set_variables(scenario, folder)
+    return inherited | passed_variables() | set_variables(scenario, folder)
+
+
+def overridden(passed: dict[str, str], suite_set: dict[str, str], worker: dict) -> dict[str, str]:
+    """The passed variables the suite set otherwise on purpose (the orchestrator, the adapter in the worker, its
+    compile cache), each with the value it set: what the run used in place of the user's."""
+    helper = worker.get("compile_helper") or {}
+    on_purpose = suite_set | (worker.get("env_set") or {}) | (helper.get("env_set") or {})
+    return {name: on_purpose[name] for name, value in passed.items() if on_purpose.get(name, value) != value}
 
 
 def _nvml_source(scenario: Scenario) -> tuple[nvml.NvmlSource | None, str]:
@@ -460,6 +490,7 @@ def finish(started: Started | dict, timeout: float = DEFAULT_TIMEOUT_S, then: Ca
                  started.released if started.held else None)
     _settle_status(record, shape_fault, gave_up, oom, returncode, timed_out, output_tail, timeout,
                    started.kills_before)
+    suite_set, passed = set_variables(scenario, started.tmp) | started.marks, passed_variables()
     record["run"] = {
         "interpreter": started.python,
         "exit_code": returncode,
@@ -470,8 +501,10 @@ def finish(started: Started | dict, timeout: float = DEFAULT_TIMEOUT_S, then: Ca
         "git_commit": environment.git_commit(),
         "machine": environment.machine(),
         "orchestrator_python": sys.version.split()[0],
-        "env_set": set_variables(scenario, started.tmp) | started.marks,
+        "env_set": suite_set,
         "env_inherited": sorted(name for name in ENV_ALLOWLIST if name in os.environ),
+        "env_passed": passed,
+        "env_overridden": overridden(passed, suite_set, record.get("worker") or {}),
         "output_tail": output_tail if record["status"] != "ok" else "",
         "overlap": _overlap(record, started, after),
     }
