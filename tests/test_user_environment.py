@@ -11,7 +11,7 @@ import pytest
 
 from models.scenario import Scenario
 from suites.analysis.figures import need
-from suites.report import readout, render
+from suites.report import readout, render, summary
 from suites.run.orchestrator import passed_variables, run_scenario, worker_environment
 from suites.run.runfile import load
 
@@ -49,6 +49,7 @@ def test_with_onednn_off_keras_tensorflow_is_measured_and_its_needs_say_why(oned
     report = render.markdown(load(path))
     assert report.count(f"| needs | {why} |") == 1 and "| inference | " in report
     assert f"needs {why}" in " ".join(readout.phase_table(read).split())
+    assert summary.tables(load(path)).count(f"keras-tensorflow needs {why}") == 1
 
 
 def test_with_onednn_on_keras_tensorflow_has_its_allocator_figures(onednn_runs: dict[str, dict]) -> None:

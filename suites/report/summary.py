@@ -5,8 +5,9 @@ and the most the model needed (the allocator's peak), with the lowest of each ma
 is NVML's; on the CPU the lowest is marked by its anonymous resident memory (sampled), the figure that repeats run to
 run and the one `compare` gates there, since host RSS (VmHWM) also counts file-backed pages that move between runs.
 A column with nothing to say (no figure in any row, or on the CPU another column's in every row) is left out. The
-probes measure the estimate's constants, not a model: they are counted, not listed. Last, the scenarios the bench
-failed (probes too), each with its message and where it was raised.
+probes measure the estimate's constants, not a model: they are counted, not listed. A framework whose allocator
+kept no figures says why in a line. Last, the scenarios the bench failed (probes too), each with its message and where
+it was raised.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from models.scenario import Scenario
 from suites.analysis import compare
 from suites.analysis.constants import PROBES
 from suites.analysis.explain import wrap
-from suites.analysis.figures import highest, mib, peaks, preallocated
+from suites.analysis.figures import highest, mib, no_allocator_figures, peaks, preallocated
 from suites.report import readout
 
 LOWEST, POOL = "*", "p"
@@ -94,10 +95,18 @@ def tables(run: dict) -> str:
     elif groups:
         lines.append(f"{LOWEST} the lowest; holds: what the process held at its highest phase (NVML), {POOL}: a pool "
                      "the framework took up front, whatever the model needs (not ranked); needs: the allocator's peak")
+    lines += _needs_not_available(run["records"])
     if probes:
         ok = sum(record["status"] == "ok" for record in probes)
         lines.append(f"probes (the estimate's constants, not listed): {ok} of {len(probes)} ok")
     return "\n".join(lines + _failed(run["records"]))
+
+
+def _needs_not_available(records: list[dict]) -> list[str]:
+    """Once per framework whose allocator kept no figures (Keras on TensorFlow with oneDNN off), why its needs are
+    missing: the tables leave a column out that no row has, and would say nothing."""
+    reasons = {record["scenario"]["framework"]: why for record in records if (why := no_allocator_figures(record))}
+    return [line for framework, why in reasons.items() for line in wrap(f"{framework} needs {why}", "")]
 
 
 def _failed(records: list[dict]) -> list[str]:
