@@ -29,6 +29,7 @@ from models.record import (
 )
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import (
+    ELU,
     GELU,
     AdaptiveAvgPool2D,
     Add,
@@ -48,7 +49,9 @@ from models.spec import (
     Layer,
     LayerNorm,
     LayerScale,
+    LeakyReLU,
     MaxPool2D,
+    Mish,
     Multiply,
     Normalize,
     ReLU,
@@ -57,6 +60,7 @@ from models.spec import (
     Reshape,
     Sigmoid,
     SiLU,
+    Softplus,
     Upsample2D,
     ZeroPad2D,
 )
@@ -373,7 +377,8 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
     if isinstance(layer, Conv2D):
         padding = layer.padding.upper() if layer.pixels is None else [(pixels, pixels) for pixels in layer.pixels]
         x = jax.lax.conv_general_dilated(x, params["kernel"], (layer.stride,) * 2, padding,
-                                         dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=layer.groups)
+                                         rhs_dilation=(layer.dilation,) * 2, dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                         feature_group_count=layer.groups)
         x = x + params["bias"] if "bias" in params else x
         return checkpoint_name(x, CONV_OUTPUT), None
     if isinstance(layer, BatchNorm):
@@ -421,6 +426,8 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               ReLU: lambda: jax.nn.relu(x), ReLU6: lambda: jax.nn.relu6(x), SiLU: lambda: jax.nn.silu(x),
               Sigmoid: lambda: jax.nn.sigmoid(x), HardSigmoid: lambda: jax.nn.hard_sigmoid(x),
               HardSwish: lambda: jax.nn.hard_silu(x), GELU: lambda: jax.nn.gelu(x, approximate=layer.approximate),
+              LeakyReLU: lambda: jax.nn.leaky_relu(x, layer.negative_slope), ELU: lambda: jax.nn.elu(x, layer.alpha),
+              Softplus: lambda: jax.nn.softplus(x), Mish: lambda: jax.nn.mish(x),
               LayerScale: lambda: x * params["scale"], Rescale: lambda: x * layer.scale + layer.offset,
               Normalize: lambda: _normalized(layer, state, x),
               ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),

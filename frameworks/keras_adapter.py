@@ -33,6 +33,7 @@ from models import allocator_modes, backends, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS, Scenario
 from models.spec import (
+    ELU,
     GELU,
     INPUT,
     AdaptiveAvgPool2D,
@@ -53,7 +54,9 @@ from models.spec import (
     LayerNorm,
     LayerScale,
     LayerShapes,
+    LeakyReLU,
     MaxPool2D,
+    Mish,
     Multiply,
     Normalize,
     ReLU,
@@ -63,6 +66,7 @@ from models.spec import (
     Shape,
     Sigmoid,
     SiLU,
+    Softplus,
     Upsample2D,
     ZeroPad2D,
     same_padding,
@@ -262,7 +266,7 @@ class KerasAdapter(Adapter):
             # LeCun uniform on the canonical kernel's fan-in, which Keras's own LecunUniform computes from its
             # depthwise kernel (k, k, C, 1) as if it read every channel
             init = keras.initializers.RandomUniform(-init_bound(step), init_bound(step), seed=0)
-            options = {"use_bias": layer.bias, "bias_initializer": "zeros", **dtype}
+            options = {"use_bias": layer.bias, "bias_initializer": "zeros", "dilation_rate": layer.dilation, **dtype}
             # torch's pixels per side: zeros, then a valid conv
             padding = layer.padding if layer.pixels is None else "valid"
             pad = [keras.layers.ZeroPadding2D(layer.pixels, **dtype)] if layer.pixels and any(layer.pixels) else []
@@ -304,6 +308,10 @@ class KerasAdapter(Adapter):
             HardSwish: lambda: keras.layers.Activation("hard_silu", **dtype),
             GELU: lambda: keras.layers.Activation(
                 functools.partial(keras.activations.gelu, approximate=layer.approximate), **dtype),
+            LeakyReLU: lambda: keras.layers.LeakyReLU(negative_slope=layer.negative_slope, **dtype),
+            ELU: lambda: keras.layers.ELU(alpha=layer.alpha, **dtype),
+            Softplus: lambda: keras.layers.Activation("softplus", **dtype),
+            Mish: lambda: keras.layers.Activation("mish", **dtype),
             LayerNorm: lambda: keras.layers.LayerNormalization(axis=-1, epsilon=layer.epsilon, **dtype),
             LayerScale: lambda: _layer_scale(step.input_shape[-1], **dtype),
             Rescale: lambda: keras.layers.Rescaling(layer.scale, layer.offset, **dtype),

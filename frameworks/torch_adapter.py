@@ -17,6 +17,7 @@ from models import allocator_modes, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
 from models.spec import (
+    ELU,
     GELU,
     AdaptiveAvgPool2D,
     Add,
@@ -36,7 +37,9 @@ from models.spec import (
     LayerNorm,
     LayerScale,
     LayerShapes,
+    LeakyReLU,
     MaxPool2D,
+    Mish,
     ModelSpec,
     Multiply,
     Normalize,
@@ -46,6 +49,7 @@ from models.spec import (
     Reshape,
     Sigmoid,
     SiLU,
+    Softplus,
     Upsample2D,
     ZeroPad2D,
 )
@@ -334,7 +338,7 @@ class TorchAdapter(Adapter):
         """One spec layer as torch modules (a conv with uneven 'same' padding is a ZeroPad2d and the conv)."""
         nn, layer = torch.nn, step.layer
         if isinstance(layer, Conv2D):
-            conv = nn.Conv2d(step.input_shape[2], layer.filters, layer.kernel_size, layer.stride, 0,
+            conv = nn.Conv2d(step.input_shape[2], layer.filters, layer.kernel_size, layer.stride, 0, layer.dilation,
                              bias=layer.bias, groups=layer.groups, device=self.device)
             conv.padding = layer.pixels or (0, 0)
             if layer.padding == "same":
@@ -367,6 +371,10 @@ class TorchAdapter(Adapter):
             HardSigmoid: nn.Hardsigmoid,
             HardSwish: nn.Hardswish,
             GELU: lambda: nn.GELU(approximate="tanh" if layer.approximate else "none"),
+            LeakyReLU: lambda: nn.LeakyReLU(layer.negative_slope),
+            ELU: lambda: nn.ELU(layer.alpha),
+            Softplus: nn.Softplus,
+            Mish: nn.Mish,
             LayerNorm: lambda: _layer_norm(step.input_shape[-1], layer.epsilon, self.device),
             LayerScale: lambda: _layer_scale(step.input_shape[-1], self.device),
             Rescale: lambda: _rescale(layer.scale, layer.offset),

@@ -163,7 +163,9 @@ class _SameShape(_OneInput):
 @dataclass(frozen=True)
 class Conv2D(_OneInput):
     """`groups` splits the channels (depthwise when it equals them); `padding` is 'same', 'valid' or pixels per side.
-    A kernel, and pixels of padding, may differ between height and width: [height, width] (Inception's 1x7)."""
+    A kernel, and pixels of padding, may differ between height and width: [height, width] (Inception's 1x7). A
+    `dilation` over 1 spreads the kernel's taps that many pixels apart (the segmentation nets' atrous convs), its
+    window then dilation * (kernel - 1) + 1 pixels; only at stride 1, as Keras builds it (torchvision's are)."""
 
     filters: int
     kernel: int | tuple[int, int] = 3
@@ -171,6 +173,7 @@ class Conv2D(_OneInput):
     padding: str | int | tuple[int, int] = "same"
     bias: bool = True
     groups: int = 1
+    dilation: int = 1
     kind: ClassVar[str] = "conv2d"
 
     def __post_init__(self) -> None:
@@ -178,6 +181,9 @@ class Conv2D(_OneInput):
         object.__setattr__(self, "kernel", _axes_size(self.kernel, "conv2d.kernel", 1))
         positive(self.stride, "conv2d.stride")
         positive(self.groups, "conv2d.groups")
+        if positive(self.dilation, "conv2d.dilation") > 1 and self.stride > 1:
+            raise SpecError(f"conv2d.dilation {self.dilation} needs stride 1 (Keras builds no strided dilated conv), "
+                            f"got stride {self.stride}")
         flag(self.bias, "conv2d.bias")
         if not isinstance(self.padding, str) or self.padding not in PADDINGS:
             try:
@@ -196,6 +202,11 @@ class Conv2D(_OneInput):
         return _per_axis(self.kernel)
 
     @property
+    def window(self) -> tuple[int, int]:
+        """The pixels the kernel spans, (height, width): its size where not dilated."""
+        return tuple(self.dilation * (size - 1) + 1 for size in self.kernel_size)  # type: ignore[return-value]
+
+    @property
     def pixels(self) -> tuple[int, int] | None:
         """Explicit padding per side, (height's, width's); None for 'same' or 'valid'."""
         return None if isinstance(self.padding, str) else _per_axis(self.padding)
@@ -203,14 +214,14 @@ class Conv2D(_OneInput):
     def same_sides(self, shape: Shape) -> tuple[tuple[int, int], tuple[int, int]]:
         """'same' as pixels: (top, bottom), (left, right), the odd pixel after."""
         return tuple(same_padding(size, kernel, self.stride)  # type: ignore[return-value]
-                     for size, kernel in zip(_image(shape, self.kind)[:2], self.kernel_size, strict=True))
+                     for size, kernel in zip(_image(shape, self.kind)[:2], self.window, strict=True))
 
     def output_shape(self, shape: Shape) -> Shape:
         channels = _image(shape, self.kind)[2]
         if channels % self.groups or self.filters % self.groups:
             raise SpecError(f"conv2d groups {self.groups} must divide its {channels} input channels and its "
                             f"{self.filters} filters")
-        return (*_window_output(shape, self.kind, self.kernel, self.stride, self.padding), self.filters)
+        return (*_window_output(shape, self.kind, self.window, self.stride, self.padding), self.filters)
 
     def param_shapes(self, shape: Shape) -> dict[str, Shape]:
         channels = _image(shape, self.kind)[2]
@@ -448,6 +459,46 @@ class GELU(_SameShape):
 
     def __post_init__(self) -> None:
         flag(self.approximate, "gelu.approximate")
+
+
+@dataclass(frozen=True)
+class LeakyReLU(_SameShape):
+    """x where x >= 0, else negative_slope * x: torch's LeakyReLU (its default slope 0.01, ONNX's LeakyRelu alpha),
+    Keras's LeakyReLU (its default 0.3) and ReLU(negative_slope=...). The slope is at least 0, as Keras requires."""
+
+    negative_slope: float = 0.01
+    kind: ClassVar[str] = "leaky_relu"
+
+    def __post_init__(self) -> None:
+        if not _real(self.negative_slope) or self.negative_slope < 0:
+            raise SpecError(f"leaky_relu.negative_slope must be a number >= 0, got {_shown(self.negative_slope)}")
+
+
+@dataclass(frozen=True)
+class ELU(_SameShape):
+    """x where x > 0, else alpha * (exp(x) - 1): torch's, Keras's and ONNX's Elu (alpha 1 by default); alpha is
+    positive, as the ELU paper's (the output then tells the slope: a backward may keep it instead of the input)."""
+
+    alpha: float = 1.0
+    kind: ClassVar[str] = "elu"
+
+    def __post_init__(self) -> None:
+        _epsilon(self.alpha, "elu.alpha")
+
+
+@dataclass(frozen=True)
+class Softplus(_SameShape):
+    """log(1 + exp(x)): Keras's, JAX's and ONNX's softplus, and torch's at beta 1 (its threshold 20, past which it
+    returns x, differs from it by less than float32 resolves)."""
+
+    kind: ClassVar[str] = "softplus"
+
+
+@dataclass(frozen=True)
+class Mish(_SameShape):
+    """x * tanh(softplus(x)) (torch's Mish, Keras's and JAX's mish, ONNX's Mish): CSP nets' activation."""
+
+    kind: ClassVar[str] = "mish"
 
 
 @dataclass(frozen=True)
@@ -696,15 +747,16 @@ class Multiply(_Merge):
 
 
 Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten
-         | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LayerNorm | LayerScale | Rescale | Normalize
-         | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle | Upsample2D | Reshape | Add | Concat | Multiply)
+         | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LeakyReLU | ELU | Softplus | Mish
+         | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle
+         | Upsample2D | Reshape | Add | Concat | Multiply)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
-    SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LayerNorm, LayerScale, Rescale, Normalize, ZeroPad2D, Crop2D,
-    ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply)}
+    SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LeakyReLU, ELU, Softplus, Mish, LayerNorm, LayerScale, Rescale,
+    Normalize, ZeroPad2D, Crop2D, ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
-ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "layerscale", "rescale",
-               "normalize")
+ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "leaky_relu", "elu",
+               "softplus", "mish", "layerscale", "rescale", "normalize")
 NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
 # Options a compiler's code takes as a mere number: a dropout's rate is a threshold and a scale, so dropouts that differ
 # in nothing else (EfficientNet's stochastic depth, its rate rising block by block) cost XLA's CPU about what a repeat

@@ -141,9 +141,12 @@ def _models(args: argparse.Namespace) -> int:
     if args.check:
         if not args.model_file:
             raise SpecError("--check proves a model file's import: give --model-file")
-        proofs = import_check.check(args.model_file, args.frameworks)
-        print(import_check.report(proofs))
-        return 0 if all(proof.holds for proof in proofs.values()) else 1
+        ready, refused = import_check.prepare(args.model_file)
+        for reason in refused.values():  # each file's one line, before the workers' minutes
+            print(f"python -m suites: error: {reason}", file=sys.stderr, flush=True)
+        proofs = import_check.prove(ready, args.frameworks)
+        print(import_check.report(proofs, list(refused)))
+        return USAGE_ERROR if refused else 0 if all(proof.holds for proof in proofs.values()) else 1
     specs = [load_spec_file(path) for path in args.model_file] if args.model_file else listed_models()
     width = max(12, *(len(spec.name) for spec in specs))
     print(f"{'model':<{width}} {'trainable':>13} {'statistics':>11} {'fp32 weights':>14}  layers  input -> output  "
@@ -435,7 +438,8 @@ def parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("models", help="the catalogue with parameter counts")
     listing.add_argument("--model-file", action="append", default=[], help=f"instead: {MODEL_FILE} (repeatable)")
     listing.add_argument("--check", action="store_true", help="prove each file's import: its own weights in each "
-                         "framework give the file's own outputs, Keras's counts equal the spec's; exit 1 where not")
+                         "framework give the file's own outputs, Keras's counts equal the spec's; exit 1 where not, 2 "
+                         "where a file is refused (the others still checked)")
     listing.add_argument("--frameworks", type=_framework_list, default="torch,jax",
                          help="--check's frameworks, comma-separated")
     listing.set_defaults(action=_models)

@@ -132,6 +132,11 @@ f = layers.Cropping2D(((1, 0), (1, 0)), name="shift")(layers.ZeroPadding2D(((0, 
 f = layers.AveragePooling2D(1, strides=2, name="avg_shifted")(f)  # NASNet's reduction cell: the odd pixels, 3x3
 h = layers.AdaptiveAveragePooling2D((8, 4), name="adaptive_grow")(c)  # 6 to 8 (windows of 1 and 2), 6 to 4
 h = layers.AdaptiveAveragePooling2D(3, name="adaptive")(h)  # 8 to 3 (windows of 3, 4, 3), 4 to 3 (overlapping)
+h = layers.Conv2D(6, 3, padding="same", dilation_rate=2, name="atrous")(h)  # the segmentation nets' dilated convs
+h = layers.DepthwiseConv2D(3, padding="same", dilation_rate=2, name="atrous_dw")(h)  # both signs, for the activations
+h = layers.ELU(0.5, name="elu")(layers.LeakyReLU(0.2, name="leaky")(h))
+h = layers.Activation("leaky_relu", name="leaky_fn")(layers.ReLU(negative_slope=0.1, name="relu_leaky")(h))
+h = layers.Activation("softplus", name="softplus")(layers.Activation("mish", name="mish")(h))
 g = layers.Add(name="both")([g, layers.GlobalAveragePooling2D(keepdims=True, name="gap_uneven")(
     layers.Add(name="pools")([d, e, f, h]))])
 g = layers.Dropout(0.3, noise_shape=(None, 1), name="drop")(layers.Reshape((-1,), name="flat")(g))
@@ -296,6 +301,13 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
     assert layers["shift"] == {"type": "crop2d", "top": 1, "left": 1}
     assert layers["adaptive_grow"] == {"type": "adaptive_avgpool2d", "size": (8, 4)}
     assert layers["adaptive"] == {"type": "adaptive_avgpool2d", "size": 3}
+    assert layers["atrous"] == {"type": "conv2d", "filters": 6, "dilation": 2}
+    assert layers["atrous_dw"] == {"type": "conv2d", "filters": 6, "groups": 6, "dilation": 2}
+    assert layers["leaky"] == {"type": "leaky_relu", "negative_slope": 0.2} and layers["elu"] == {"type": "elu",
+                                                                                                   "alpha": 0.5}
+    assert layers["relu_leaky"] == {"type": "leaky_relu", "negative_slope": 0.1}  # Keras's ReLU with a slope
+    assert layers["leaky_fn"] == {"type": "leaky_relu", "negative_slope": 0.2}  # the activation's own default
+    assert layers["mish"] == {"type": "mish"} and layers["softplus"] == {"type": "softplus"}
     assert layers["up"]["interpolation"] == "bilinear" and layers["hard/hard_sigmoid"] == {"type": "hard_sigmoid"}
     assert layers["hswish"] == {"type": "hard_swish"} and layers["gate_relu6"] == {"type": "relu6"}
     assert _readers(built[0] / "assorted.keras", "gate_conv", 3) == KERAS_HARD_SIGMOID
@@ -410,7 +422,8 @@ def test_check_proves_a_keras_file_and_counts_a_to_json(built: tuple[Path, dict]
     equal = (f"  counts            the spec's {trainable:,} trainable + {statistics:,} statistics, Keras's "
              f"{trainable:,} + {statistics:,}: equal")
     assert lines[0].startswith(f"{out / 'net.keras'}: the imported net with the file's weights against Keras")
-    assert lines[1] == equal and lines[5:] == [f"{out / 'net.json'}: counts against Keras (no weights in it)", equal]
+    assert lines[1] == equal and lines[5:] == [f"{out / 'net.json'}: counts against Keras (no weights in it)", equal,
+                                               "checked 2 files: 2 proved"]
     for line, framework in zip(lines[2:4], ("torch", "jax"), strict=True):
         found = re.fullmatch(rf"  {framework} +largest difference (\S+) \(outputs up to (\S+)\): agrees", line)
         assert found and float(found[2]) > 0.01 and float(found[1]) <= 1e-4 * float(found[2]), line

@@ -16,6 +16,7 @@ from onnx.external_data_helper import uses_external_data
 
 from models.importers import onnx_external
 from models.importers.files import load_spec_file
+from models.importers.fixes import Fix
 from models.importers.onnx_file import canonical_weights
 from models.spec import SpecError
 from tests.conftest import run_cli
@@ -145,6 +146,39 @@ def newer_net() -> tuple[onnx.ModelProto, str]:
     return net.model(net.node("Softmax", [scores], "probs"), 5, 20), scores
 
 
+def activations_net() -> tuple[onnx.ModelProto, str]:
+    """The activations conv nets beyond torchvision's classifiers use, as torch 2.13's exporters write them: LeakyRelu
+    and Elu with their alpha (one at ONNX's default), Mish, Gelu's tanh form; unoptimized (the default exporter's
+    `optimize=False`) Elu between Muls by 1 and softplus as Where(x > 20, x, Softplus(x * 1) / 1); the legacy
+    exporter's Mish, x * Tanh(Softplus(x))."""
+    net = _Net(3, 6)
+    one = net.node("Constant", [], "one", value=numpy_helper.from_array(np.array(1.0, np.float32)))  # not a weight
+    x = net.node("LeakyRelu", [net.conv("image", "conv", 4, 3, 3, pads=[1, 1, 1, 1])], "leaky", alpha=0.2)
+    x = net.node("Elu", [net.node("LeakyRelu", [x], "leaky_default")], "elu_default")
+    x = net.node("Mul", [net.node("Elu", [net.node("Mul", [x, one], "elu_in")], "elu", alpha=0.5), one], "elu_out")
+    scaled = net.node("Mul", [x, one], "scaled")
+    softplus = net.node("Div", [net.node("Softplus", [scaled], "softplus"), one], "unscaled")
+    past = net.node("Greater", [scaled, net.constant("threshold", 20.0, np.float32)], "past")
+    x = net.node("Mish", [net.node("Where", [past, x, softplus], "thresholded")], "mish")
+    x = net.node("Mul", [x, net.node("Tanh", [net.node("Softplus", [x], "mish_legacy")], "tanh")], "mish_legacy_mul")
+    x = net.node("Gelu", [net.conv(x, "mix", 4, 4, 1)], "gelu_tanh", approximate="tanh")
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
+    x = net.node("Gemm", [x, net.weight("fc.W", 5, 4), net.weight("fc.B", 5)], "fc", transB=1)
+    return net.model(x, 5, 20), x
+
+
+def dilated_net() -> tuple[onnx.ModelProto, str]:
+    """The segmentation nets' atrous convs as torch exports them: dilated by 2 with as many pixels of padding, a
+    depthwise one too, and one whose pads are TensorFlow's 'same' over its dilated window (2x2 by 3: 4 pixels)."""
+    net = _Net(3, 9)
+    x = net.node("Relu", [net.conv("image", "atrous", 6, 3, 3, dilations=[2, 2], pads=[2, 2, 2, 2])], "relu")
+    x = net.conv(x, "atrous_dw", 6, 6, 3, group=6, dilations=[2, 2], pads=[2, 2, 2, 2])
+    x = net.conv(x, "uneven", 4, 6, 2, dilations=[3, 3], pads=[1, 1, 2, 2])
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
+    x = net.node("Gemm", [x, net.weight("fc.W", 5, 4), net.weight("fc.B", 5)], "fc", transB=1)
+    return net.model(x, 5, 17), x
+
+
 def _weight_values(model: onnx.ModelProto) -> int:
     return sum(int(np.prod(init.dims)) for init in model.graph.initializer if not init.name.startswith(CONSTANT))
 
@@ -155,7 +189,8 @@ def _save(model: onnx.ModelProto, folder: Path, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("build", [residual_net, newer_net], ids=["residual", "newer"])
+@pytest.mark.parametrize("build", [residual_net, newer_net, activations_net, dilated_net],
+                         ids=["residual", "newer", "activations", "dilated"])
 def test_counts_equal_the_initializers_that_are_weights(build: Build, tmp_path: Path) -> None:
     model, _ = build()
     spec = load_spec_file(_save(model, tmp_path, build.__name__))
@@ -197,15 +232,58 @@ def test_mapping(tmp_path: Path) -> None:
     assert layers["pool"]["ceil_mode"] is True and pool.overhang((8, 8, 16)) == (1, 1)
 
 
+def test_activations_mapping(tmp_path: Path) -> None:
+    """Each activation with its options (an attribute left out is ONNX's default: LeakyRelu 0.01, torch's too; Elu 1;
+    float32's 0.2 the decimal 0.2), and torch's arithmetic around them no layer: its Muls and Div by 1, its
+    softplus threshold (20, past which float32 cannot tell softplus(x) from x), the legacy Mish's Tanh and Mul."""
+    spec = load_spec_file(_save(activations_net()[0], tmp_path, "activations"))
+    layers = [{key: value for key, value in entry.items() if key not in ("inputs",)}
+              for entry in spec.to_dict()["layers"]][1:-5]  # between the first conv and the 1x1 conv
+    assert layers == [
+        {"type": "leaky_relu", "negative_slope": 0.2, "name": "leaky"},
+        {"type": "leaky_relu", "name": "leaky_default"}, {"type": "elu", "name": "elu_default"},
+        {"type": "elu", "alpha": 0.5, "name": "elu"}, {"type": "softplus", "name": "softplus"},
+        {"type": "mish", "name": "mish"}, {"type": "mish", "name": "mish_legacy_mul"}]
+    assert next(layer for layer in spec.layers if layer.kind == "gelu").approximate
+    assert [layer.kind for layer in load_spec_file(_save(swish(), tmp_path, "swish")).layers] == ["silu"]
+
+
+def test_dilated_convs_keep_their_dilation_and_padding(tmp_path: Path) -> None:
+    """A dilation is the conv's own; pads that are 'same' over the dilated window are 'same'."""
+    layers = [(layer.dilation, layer.padding, layer.groups) for layer in
+              load_spec_file(_save(dilated_net()[0], tmp_path, "dilated")).layers if layer.kind == "conv2d"]
+    assert layers == [(2, 2, 1), (2, 2, 6), (3, "same", 1)]
+
+
+@pytest.mark.parametrize(("threshold", "refused"), [
+    (10.0, "node 'thresholded' \\(Where\\) returns x past 10.0, where softplus\\(x\\) differs from x in float32"),
+    (None, "node 'past' \\(Greater\\) compares values; the spec has no comparison")])
+def test_a_softplus_threshold_float32_shows_is_refused(threshold: float | None, refused: str, tmp_path: Path) -> None:
+    """A threshold where x and softplus(x) differ in float32 would be another function; a comparison read by
+    anything but a Where is no softplus."""
+    model, _ = activations_net()
+    greater = next(node for node in model.graph.node if node.op_type == "Greater")
+    if threshold is None:  # the comparison's mask the output, through a Mul: no Where reads it
+        model.graph.node.append(helper.make_node("Mul", [greater.output[0], greater.output[0]], ["extra"]))
+        model.graph.output[0].name = "extra"
+    else:
+        limit = next(init for init in model.graph.initializer if init.name == greater.input[1])
+        limit.CopyFrom(numpy_helper.from_array(np.array(threshold, np.float32), limit.name))
+    with pytest.raises(SpecError, match=refused):
+        load_spec_file(_save(model, tmp_path, "thresholds"))
+
+
 def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> None:
     """`models --check`: with the initializers loaded, each imported net's output is the ONNX graph's own
     (onnxruntime's; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
     exports that keep the training graph, in one worker per framework for all of them."""
-    paths = [str(_save(build()[0], tmp_path, build.__name__)) for build in (residual_net, newer_net)]
+    paths = [str(_save(build()[0], tmp_path, build.__name__))
+             for build in (residual_net, newer_net, activations_net, dilated_net)]
     paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive", *SHUFFLES)]
     done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     lines = done.stdout.splitlines()
+    assert lines[-1] == f"checked {len(paths)} files: {len(paths)} proved"
     for path in paths:
         heading = lines.index(next(line for line in lines if line.startswith(f"{path}: ")))
         for line, framework in zip(lines[heading + 1:heading + 3], ("torch", "jax"), strict=True):
@@ -213,6 +291,53 @@ def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> N
             assert found, line
             difference, scale = float(found[1]), float(found[2])
             assert scale > 0.1 and difference <= 1e-4 * scale, line  # a net of zeros would agree trivially
+
+
+def _fixed_batch(folder: Path) -> Path:
+    """The small net as `torch.onnx.export(net, x, f)` writes it with a batch-1 x and no dynamic axes: the graph's
+    batch fixed at 1."""
+    model = onnx.load(EXPORTS / "default_unoptimized.onnx")
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    return _save(model, folder, "fixed_batch")
+
+
+def _legacy_from_train(folder: Path) -> Path:
+    """The legacy exporter's TrainingMode.PRESERVE from train(): each batch norm in training mode."""
+    model = onnx.load(EXPORTS / "legacy_preserve.onnx")
+    for node in model.graph.node:
+        if node.op_type == "BatchNormalization":
+            next(attribute for attribute in node.attribute if attribute.name == "training_mode").i = 1
+    return _save(model, folder, "legacy_train")
+
+
+def test_check_proves_a_fixed_batch_at_its_own_and_goes_on_past_a_refused_file(tmp_path: Path) -> None:
+    """A graph whose batch is fixed at 1 is fed a batch of 1 (onnxruntime refuses any other); a refused file before
+    it is one line naming its fix, the check goes on to the next file, and a last line counts both: exit 2."""
+    refused, fixed = str(_legacy_from_train(tmp_path)), str(_fixed_batch(tmp_path))
+    done = run_cli("models", f"--model-file={refused}", f"--model-file={fixed}", "--check")
+    assert done.returncode == 2, done.stdout + done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (f"python -m suites: error: {refused}: node '/stem_bn/BatchNormalization' (BatchNormalization) "
+                    f"runs in training mode; the importer reads inference graphs; fix: {Fix.EVAL_EXPORT}")
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{fixed}: the imported net with the file's weights against onnxruntime (a batch of 1, " \
+                       "inference)"
+    for line, framework in zip(lines[1:3], ("torch", "jax"), strict=True):
+        assert re.fullmatch(rf"  {framework} +largest difference \S+ \(outputs up to \S+\): agrees", line), line
+    assert lines[3:] == [f"checked 2 files: 1 proved; 1 refused: {refused}"]
+
+
+def test_a_file_onnxruntime_cannot_compute_is_refused_with_its_whole_reason(tmp_path: Path) -> None:
+    """onnxruntime's reason, all its lines in one: a batch of 2 fed to a graph fixed at 1 (as the check once fed
+    every file) names the index and both sizes on its second line."""
+    from models.importers.onnx_file import load_onnx_proof
+    from suites.run.import_check import _batch, _onnx
+
+    path = _fixed_batch(tmp_path)
+    proof = load_onnx_proof(path)
+    with pytest.raises(SpecError) as error:
+        _onnx(proof, _batch(proof.spec, 2), str(path))
+    assert "index: 0 Got: 2 Expected: 1" in str(error.value) and "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize("name", TRAINING_GRAPHS)
@@ -344,6 +469,13 @@ def old_opset() -> onnx.ModelProto:
     return model
 
 
+def swish(**attributes: object) -> onnx.ModelProto:
+    """Opset 24's Swish, x * sigmoid(alpha x): the spec's silu at alpha 1."""
+    model = _one_node("Swish", "swish", [], [], **attributes)
+    model.opset_import[0].version = 24
+    return model
+
+
 def lstm() -> onnx.ModelProto:
     weights = [numpy_helper.from_array(np.zeros(shape, np.float32), name)
                for name, shape in (("W", (1, 12, 8)), ("R", (1, 12, 3)))]
@@ -364,14 +496,18 @@ def batch_flattened() -> onnx.ModelProto:
 
 
 REFUSED = {
-    "old": (old_opset, "uses ONNX opset 12; the importer reads opset 13 and later"),
     "lstm": (lstm, "node 'encoder' (LSTM) has no counterpart in the spec"),
     "clip": (lambda: _one_node("Clip", "cap", ["lo", "hi"], [numpy_helper.from_array(np.array(v, np.float32), n)
                                                              for n, v in (("lo", 0.0), ("hi", 1.0))]),
              "node 'cap' (Clip) clips to (0.0, 1.0)"),
+    "swish": (lambda: swish(alpha=2.0),
+              "node 'swish' (Swish) computes x * sigmoid(2.0 x); the spec's silu is x * sigmoid(x)"),
     "hard_sigmoid": (lambda: _one_node("HardSigmoid", "gate", [], []),
                      "node 'gate' (HardSigmoid) computes max(0, min(1, 0.2 x + 0.5)); the spec's hard_sigmoid is "
                      "alpha 1/6"),
+    "dilated_unevenly": (lambda: _one_node("Conv", "atrous", ["W"], [numpy_helper.from_array(
+        np.zeros((2, 2, 3, 3), np.float32), "W")], dilations=[2, 1]),
+                         "node 'atrous' (Conv) has dilations [2, 1], not square"),
     "uneven_max": (lambda: _one_node("MaxPool", "pool", [], [], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
                    "node 'pool' (MaxPool) pads (0, 1, 0, 1)"),
     "uncounted": (lambda: _one_node("AveragePool", "avg", [], [], kernel_shape=[3, 3], pads=[0, 0, 1, 1]),
@@ -386,9 +522,6 @@ REFUSED = {
                      "node 'view' (Reshape) reshapes [2, 8, 8] to [2, 1, 8, 8], then is no channel shuffle"),
     "split_rows": (lambda: _one_node("Split", "rows", [], [], axis=2),
                    "node 'rows' (Split) splits axis 2; the spec's channel_slice takes the channels"),
-    "dilated": (lambda: _one_node("Conv", "atrous", ["W"], [numpy_helper.from_array(np.zeros((2, 2, 3, 3),
-                                                                                           np.float32), "W")],
-                                  dilations=[2, 2]), "node 'atrous' (Conv) is dilated"),
     "batch_flattened": (batch_flattened, "node 'as_strided_flat' (Reshape) flattens the batch with the values, other "
                                          "than for torch's as_strided giving back the same tensor"),
 }
@@ -401,6 +534,62 @@ def test_refused_in_one_line(case: str, tmp_path: Path) -> None:
     with pytest.raises(SpecError) as error:
         load_spec_file(path)
     assert str(error.value).startswith(f"{path}: {message}") and "\n" not in str(error.value)
+
+
+def _image_size_open(folder: Path) -> Path:
+    """The small net exported with its image's height and width dynamic, not only its batch."""
+    model = onnx.load(EXPORTS / "default_unoptimized.onnx")
+    for dim, name in zip(model.graph.input[0].type.tensor_type.shape.dim[2:], ("height", "width"), strict=True):
+        dim.dim_param = name
+    return _save(model, folder, "image_size_open")
+
+
+def _weights_left_behind(folder: Path) -> Path:
+    """The small net with its weights in a file beside it, copied without that file."""
+    onnx.save(onnx.load(EXPORTS / "default_unoptimized.onnx"), folder / "moved.onnx", save_as_external_data=True,
+              location="moved.onnx.data", size_threshold=0)
+    (folder / "moved.onnx.data").unlink()
+    return folder / "moved.onnx"
+
+
+def _keras_size_open(folder: Path) -> Path:
+    """A Keras model built with no input size (keras.applications' without input_shape): (None, None, 3)."""
+    layers = [{"class_name": "InputLayer", "config": {"name": "image", "batch_shape": [None, None, None, 3]}},
+              {"class_name": "GlobalAveragePooling2D", "config": {"name": "pool"}}]
+    path = folder / "open.json"
+    path.write_text(json.dumps({"class_name": "Sequential", "config": {"name": "open", "layers": layers}}))
+    return path
+
+
+KNOWN_FIXES = {  # a file refused for its export, the refusal's start, and the fix its line ends with
+    "old": (lambda folder: _save(old_opset(), folder, "old"),
+            "uses ONNX opset 12; the importer reads opset 13 and later", Fix.NEWER_OPSET),
+    "legacy_from_train": (_legacy_from_train, "node '/stem_bn/BatchNormalization' (BatchNormalization) runs in "
+                                              "training mode", Fix.EVAL_EXPORT),
+    "image_size_open": (_image_size_open, "the input 'image' has shape ['N', 3, 'height', 'width']",
+                        Fix.BATCH_DYNAMIC_ONLY),
+    "weights_left_behind": (_weights_left_behind, "its weights are stored in a file beside it, 'moved.onnx.data', "
+                                                  "which is not there", Fix.DATA_BESIDE),
+    "keras_size_open": (_keras_size_open, "layer 'image' (InputLayer): the model's input shape [None, None, None, 3] "
+                                          "must be known", Fix.KERAS_INPUT_SHAPE),
+}
+
+
+@pytest.mark.parametrize("case", KNOWN_FIXES)
+def test_a_refusal_with_a_known_fix_names_it_in_its_line(case: str, tmp_path: Path) -> None:
+    write, reason, fix = KNOWN_FIXES[case]
+    path = write(tmp_path)
+    with pytest.raises(SpecError) as error:
+        load_spec_file(path)
+    assert str(error.value).startswith(f"{path}: {reason}") and str(error.value).endswith(f"; fix: {fix}")
+    assert "\n" not in str(error.value)
+
+
+def test_each_known_fix_is_short_and_listed_in_the_docs() -> None:
+    """A fix fits in its refusal's line (at most 200 characters) and points to docs/models.md, which lists it."""
+    listed = (Path(__file__).parents[1] / "docs" / "models.md").read_text()
+    for fix in Fix:
+        assert len(fix) <= 200 and fix.endswith("; docs/models.md") and f"| `{fix}` |" in listed, fix
 
 
 def test_cli_estimates_an_onnx_file_and_refuses_an_lstm(tmp_path: Path) -> None:
@@ -419,18 +608,21 @@ def test_weights_of_another_spec_are_refused(tmp_path: Path) -> None:
         canonical_weights(path, other)
 
 
-@pytest.mark.parametrize(("arguments", "message"), [
-    ((), "--check proves a model file's import: give --model-file"),
-    (("--model-file", "{spec}"), "{spec}: a spec file has no source to compare with"),
-    (("--model-file", "net.onnx", "--frameworks", "mxnet"), "argument --frameworks: unknown framework mxnet")])
-def test_check_refuses_what_it_cannot_prove_in_one_line(arguments: tuple[str, ...], message: str,
+@pytest.mark.parametrize(("arguments", "message", "printed"), [
+    ((), "--check proves a model file's import: give --model-file", ""),
+    (("--model-file", "{spec}"), "{spec}: a spec file has no source to compare with",
+     "checked 1 file: 0 proved; 1 refused: {spec}\n"),
+    (("--model-file", "net.onnx", "--frameworks", "mxnet"), "argument --frameworks: unknown framework mxnet", "")])
+def test_check_refuses_what_it_cannot_prove_in_one_line(arguments: tuple[str, ...], message: str, printed: str,
                                                         tmp_path: Path) -> None:
+    """Bad arguments, and a file refused (its count printed, no worker started), in one line each: exit 2."""
     spec = tmp_path / "mine.json"
     spec.write_text(json.dumps({"name": "mine", "input_shape": [4], "loss": "mse", "layers": [{"type": "dense",
                                                                                           "units": 2}]}))
-    arguments, message = tuple(a.format(spec=spec) for a in arguments), message.format(spec=spec)
+    arguments = tuple(a.format(spec=spec) for a in arguments)
+    message, printed = message.format(spec=spec), printed.format(spec=spec)
     done = run_cli("models", "--check", *arguments)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == printed
     assert len(done.stderr.strip().splitlines()) == 1 and message in done.stderr
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from models.catalogue import Graph, listed_models
 from models.spec import (
+    ELU,
     GELU,
     AdaptiveAvgPool2D,
     Add,
@@ -29,7 +30,9 @@ from models.spec import (
     HardSwish,
     LayerNorm,
     LayerScale,
+    LeakyReLU,
     MaxPool2D,
+    Mish,
     ModelSpec,
     Multiply,
     Normalize,
@@ -39,6 +42,7 @@ from models.spec import (
     Reshape,
     Sigmoid,
     SiLU,
+    Softplus,
     Upsample2D,
     ZeroPad2D,
 )
@@ -166,15 +170,30 @@ def layer_norms() -> ModelSpec:
     ), "mse")
 
 
+# The activations of `activations()`, in the order its output holds them (two channels each)
+ACTIVATIONS = (GELU(), GELU(approximate=True), HardSwish(), HardSigmoid(), LeakyReLU(0.2), ELU(0.5), Softplus(),
+               Mish())
+
+
 def activations() -> ModelSpec:
-    """Exact and tanh GELU, hard swish and hard sigmoid side by side as the output, on inputs spread to where they
-    differ most (the GELUs about 5e-4 near -2.7, where GELU is about -0.01) and across the hard ones' corners at -3
-    and 3: deeper in a net the difference is lost within the tolerance."""
+    """Exact and tanh GELU, hard swish and hard sigmoid, leaky ReLU and ELU at slopes other than their defaults,
+    softplus and mish, side by side as the output, on inputs spread to where they differ most (the GELUs about 5e-4
+    near -2.7, where GELU is about -0.01) and across the hard ones' corners at -3 and 3: deeper in a net the
+    difference is lost within the tolerance."""
     net = Graph()
     spread = net.add(Rescale(3.0))
-    net.add(Concat(), *(net.add(layer, spread) for layer in (GELU(), GELU(approximate=True), HardSwish(),
-                                                              HardSigmoid())))
+    net.add(Concat(), *(net.add(layer, spread) for layer in ACTIVATIONS))
     return net.spec("parity-activations", (8, 8, 2), "mse", "", batch=4)
+
+
+def dilated() -> ModelSpec:
+    """The segmentation nets' atrous convs: dilated by 2 with its pixels of padding (torchvision's), a depthwise one
+    'same' and a valid one by 3; 'same' over an even window (a 2x2 kernel dilated by 3 spans 4 pixels: one pixel
+    before, two after, torch's copy padded unevenly)."""
+    return ModelSpec("parity-dilated", (12, 12, 3), (
+        Conv2D(6, 3, padding=2, dilation=2), Conv2D(6, 3, groups=6, dilation=2), ReLU(), Conv2D(4, 2, dilation=3),
+        Conv2D(4, 3, padding="valid", dilation=3), Flatten(), Dense(5),
+    ), "cross_entropy")
 
 
 def flat_after_image(dropout: float) -> ModelSpec:
@@ -206,7 +225,7 @@ def _arrays(spec: ModelSpec, batch: int) -> dict[str, np.ndarray]:
 
 Results = dict[str, dict[str, np.ndarray]]  # per framework, what its forward job wrote
 INFERENCE = [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5), layer_norms(), activations(),
-             flat_after_image(0.5)]
+             dilated(), flat_after_image(0.5)]
 TRAINING = [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(), flat_after_image(0.0)]
 
 
@@ -269,8 +288,22 @@ def test_hard_sigmoid_is_relu6_of_x_plus_3_over_6_in_every_framework(inference: 
     x = 3.0 * _arrays(spec, batch=4)["inputs"]  # the net's Rescale(3.0)
     gate = np.clip(x + 3, 0, 6) / 6
     for framework, result in inference[spec.name].items():
-        np.testing.assert_allclose(result["output"][..., 4:], np.concatenate([x * gate, gate], axis=-1), rtol=1e-6,
+        np.testing.assert_allclose(result["output"][..., 4:8], np.concatenate([x * gate, gate], axis=-1), rtol=1e-6,
                                    atol=1e-6, err_msg=framework)
+
+
+def test_leaky_relu_elu_softplus_and_mish_compute_their_formulas_in_every_framework(
+        inference: dict[str, Results]) -> None:
+    """Each framework's leaky ReLU takes the spec's slope and its ELU the spec's alpha (neither at its default:
+    Keras's slope is 0.3, torch's 0.01), softplus is log(1 + exp(x)) (torch's threshold past 20 left unseen) and
+    mish x * tanh(softplus(x)): frameworks agreeing with each other would not show a slope dropped by all."""
+    spec = activations()
+    x = 3.0 * _arrays(spec, batch=4)["inputs"].astype(np.float64)  # the net's Rescale(3.0)
+    softplus = np.logaddexp(x, 0)
+    expected = [np.where(x >= 0, x, 0.2 * x), np.where(x > 0, x, 0.5 * np.expm1(x)), softplus, x * np.tanh(softplus)]
+    for framework, result in inference[spec.name].items():
+        np.testing.assert_allclose(result["output"][..., 8:], np.concatenate(expected, axis=-1), rtol=1e-5, atol=1e-6,
+                                   err_msg=framework)
 
 
 @pytest.mark.parametrize("spec", TRAINING, ids=lambda s: s.name)

@@ -166,6 +166,14 @@ def _net(*layers: dict) -> dict:
     (_net({"type": "channel_shuffle", "groups": 3}), "channel_shuffle of 2 channels into 3 groups: they do not"),
     (_net({"type": "channel_shuffle", "groups": 0}), "channel_shuffle.groups must be a positive integer"),
     (_net({"type": "gelu", "approximate": "yes"}), "gelu.approximate must be true or false"),
+    (_net({"type": "leaky_relu", "negative_slope": -0.1}), "leaky_relu.negative_slope must be a number >= 0"),
+    (_net({"type": "leaky_relu", "negative_slope": True}), "leaky_relu.negative_slope must be a number >= 0"),
+    (_net({"type": "elu", "alpha": 0}), "elu.alpha must be a positive number"),
+    (_net({"type": "conv2d", "filters": 2, "dilation": 0}), "conv2d.dilation must be a positive integer"),
+    (_net({"type": "conv2d", "filters": 2, "stride": 2, "dilation": 2}), "conv2d.dilation 2 needs stride 1"),
+    (_net({"type": "conv2d", "filters": 2, "kernel": 3, "dilation": 3, "padding": "valid"}),
+     r"conv2d with window \(7, 7\) does not fit input \(4, 4, 2\)"),
+    (_net({"type": "mish", "alpha": 1}), "unknown mish key"),
     (_net({"type": "layernorm", "epsilon": float("nan")}), "layernorm.epsilon must be a positive number"),
     (_net({"type": "batchnorm", "epsilon": float("inf")}), "batchnorm.epsilon must be a positive number"),
     (_net({"type": "avgpool2d", "pool": 3, "padding": 2}), "avgpool2d.padding must be pixels from 0 to half"),
@@ -192,8 +200,8 @@ def test_an_unknown_key_names_its_layer_and_the_valid_keys() -> None:
     layers = [{"type": "conv2d", "filters": 2, "kernal": 3}]
     with pytest.raises(SpecError) as caught:
         ModelSpec.from_dict({"name": "x", "input_shape": [4, 4, 1], "loss": "mse", "layers": layers})
-    assert str(caught.value) == ("layer 0: unknown conv2d key(s) kernal; valid: bias, filters, groups, kernel, "
-                                 "padding, stride")
+    assert str(caught.value) == ("layer 0: unknown conv2d key(s) kernal; valid: bias, dilation, filters, groups, "
+                                 "kernel, padding, stride")
 
 
 def test_a_channels_first_image_is_refused_in_one_line() -> None:

@@ -83,18 +83,27 @@ NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input
                  "sigmoid": ("output",), "hard_sigmoid": ("output",), "hard_swish": ("input",), "gelu": ("input",),
                  "layernorm": ("input",), "rescale": (), "normalize": (), "zeropad2d": (), "crop2d": (),
                  "channel_slice": (), "channel_shuffle": (), "upsample2d": (), "reshape": (), "multiply": ("input",),
-                 "layerscale": ("input",)}
+                 "layerscale": ("input",), "leaky_relu": ("output",), "elu": ("output",), "softplus": ("input",),
+                 "mish": ("input",)}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
 BN_CHANNELS = ("channels",) * 4  # the per-channel vectors a composed batch norm's gradient reads (Keras)
 TORCH_LAYERNORM = ("input", "positions", "positions")  # native_layer_norm: its input, mean and rstd (torch, Keras)
 TORCH_HARD = {"hard_sigmoid": ("input",)}  # hardsigmoid_backward reads its input, not its output (torch, Keras)
+# leaky_relu_backward and elu_backward read their input where not run in place (torch, Keras on torch)
+TORCH_SLOPES = {"leaky_relu": ("input",), "elu": ("input",)}
+# Keras's mish is composed, x * tanh(softplus(x)): the input and tanh's output (Keras on TensorFlow and on torch)
+KERAS_MISH = {"mish": ("input", "residual")}
 # jax.vjp's residuals of jax.nn's activations (JAX and Keras on JAX): silu its input, the sigmoid and its derivative;
 # sigmoid the derivative (not its output); the exact gelu erfc, exp and a product (not its input); hard_sigmoid
-# relu6's mask, hard_silu its input, that mask and the hard sigmoid (relu6's zeros, as relu's, left to XLA)
+# relu6's mask, hard_silu its input, that mask and the hard sigmoid (relu6's zeros, as relu's, left to XLA);
+# leaky_relu its where's bool mask, elu two masks (its two wheres') and two of its size (expm1's derivative), softplus
+# (logaddexp's) two of its size, mish its input and four (Keras's composed mish as many)
 JAX_ACTIVATIONS = {"silu": ("input", "residual", "residual"), "sigmoid": ("residual",), "gelu": ("residual",) * 3,
-                   "hard_sigmoid": ("mask",), "hard_swish": ("input", "mask", "residual")}
+                   "hard_sigmoid": ("mask",), "hard_swish": ("input", "mask", "residual"), "leaky_relu": ("mask",),
+                   "elu": ("mask", "mask", "residual", "residual"), "softplus": ("residual", "residual"),
+                   "mish": ("input", *("residual",) * 4)}
 # XLA's GPU fusions recompute batch norm's normalized values and ReLU's mask in the backward (JAX and Keras on JAX)
 JAX_CUDA_SAVES = {"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}
 NORMALIZE_DIVISOR = ("channels",)  # the (1, 1, 1, C) max(sqrt(variance), 1e-7) a composed normalization divides by
@@ -107,7 +116,9 @@ RULES = {
         why="no framework named: what a backward pass needs at least: each weighted layer (conv, dense, batch norm)"
             " keeps its input, ReLU and ReLU6 their output, max-pool its input, dropout a boolean mask (one per example"
             " when per example); SiLU, hard swish and GELU their input, sigmoid and hard sigmoid their output (the"
-            " hard one's slope is 1/6 where its output is strictly between 0 and 1, else 0), layer norm its input,"
+            " hard one's slope is 1/6 where its output is strictly between 0 and 1, else 0), leaky ReLU and ELU"
+            " their output (its sign tells the slope: the slope is at least 0, alpha positive), softplus and mish"
+            " their input, layer norm its input,"
             " multiply its inputs, a layer scale its input (its scale's gradient is the sum of the input times the"
             " output's gradient); average pooling (adaptive too), the global mean, add, concat, rescale, normalize"
             " (its statistics fixed), zero padding, cropping, a channel slice or shuffle, upsampling and reshape are"
@@ -116,7 +127,8 @@ RULES = {
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
                                "adaptive_avgpool2d": ("input",),
                                "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",),
-                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD},
+                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD,
+                               **TORCH_SLOPES},
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
         explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
@@ -133,7 +145,8 @@ RULES = {
             " on the CPU multiplies by a"
             " float noise tensor it keeps, on CUDA the fused native_dropout keeps a bool mask (torchgen's"
             " derivatives.yaml: result1; not run here), per example (a mul by (N, 1, 1, 1) noise) the noise only;"
-            " silu, gelu, hardswish and hardsigmoid keep their input, sigmoid its output, native_layer_norm its input"
+            " silu, gelu, hardswish and hardsigmoid keep their input, sigmoid its output (leaky_relu, elu, softplus"
+            " and mish their input too), native_layer_norm its input"
             " and per-position mean and rstd, mul both inputs (a broadcast one is small; a layer scale's other is its"
             " parameter), a normalization its"
             " per-channel divisor (its"
@@ -162,7 +175,8 @@ RULES = {
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS),
                                "gelu": ("residual",) * 3, "layernorm": ("input", "residual", *("positions",) * 3),
                                "normalize": NORMALIZE_DIVISOR, "hard_sigmoid": ("residual",),
-                               "hard_swish": ("input", "residual", "residual")},
+                               "hard_swish": ("input", "residual", "residual"), "leaky_relu": ("input",),
+                               **KERAS_MISH},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         keeps_pages_on=("cpu",), holds_run_inputs=True, bfc_on=("cuda",), state_made="per_weight",
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_on=("cpu", "cuda"),
@@ -177,8 +191,11 @@ RULES = {
             " (tf.nn.moments, tf.nn.batch_normalization): SquaredDifference and Mul keep its input plus per-channel"
             " mean, rsqrt and scale (not the fused kernel; grappler might still rewrite it); stateless_dropout keeps"
             " the bool keep-mask of its SelectV2 (per example, an (N, 1, 1, 1) one); silu's custom gradient keeps its"
-            " input, SigmoidGrad the output; Keras's composed ops (the forward tensors the traced step's gradient"
-            " reads, on the CPU): gelu erfc and two products, hard_sigmoid (relu6(x + 3) / 6) its Relu6's output,"
+            " input, SigmoidGrad the output, LeakyReluGrad and SoftplusGrad the input, EluGrad the output (Keras's"
+            " elu at alpha 1; at another alpha a SelectV2 keeps its mask and the elu beside); Keras's composed ops"
+            " (the forward tensors the traced step's gradient"
+            " reads, on the CPU): gelu erfc and two products, mish (x * tanh(softplus(x))) its input and tanh's"
+            " output, hard_sigmoid (relu6(x + 3) / 6) its Relu6's output,"
             " hard_silu (x times that) its input, the hard sigmoid and that Relu6 output, layer norm its input, its"
             " scale times rsqrt (of the input's size) and three per-position tensors, normalization its per-channel"
             " divisor, Mul both inputs (a layer scale's other its gamma, a variable);"
@@ -221,6 +238,8 @@ RULES = {
             " residuals (measured on the CPU, no GPU figure yet): silu its input, the sigmoid and its derivative,"
             " sigmoid the derivative, the exact gelu three tensors of its size (erfc, exp, a product; the tanh gelu its"
             " input and four), hard_sigmoid relu6's bool mask, hard_silu its input, that mask and the hard sigmoid,"
+            " leaky_relu its bool mask, elu two bool masks and two of its size, softplus two, mish its input and"
+            " four,"
             " the plain-jnp layer norm three of its size and three per position (XLA's CPU plan keeps about one: the"
             " rules keep the residuals), normalize its per-channel divisor, mul both inputs (a layer scale's other"
             " its parameter); the scalar"
@@ -285,7 +304,8 @@ RULES = {
         saves=NEUTRAL_SAVES | {"conv2d": ("copy", "kernel"), "maxpool2d": ("copy", "indices"), "relu6": ("input",),
                                "avgpool2d": ("copy",), "adaptive_avgpool2d": ("copy",),
                                "batchnorm": ("input", "residual", *BN_CHANNELS[:3]),
-                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD},
+                               "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD,
+                               **TORCH_SLOPES, **KERAS_MISH},
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_on=(), init_copies=2, batch_drawn_directly=True, accumulator_copies=1, blas_workspaces_on=("cuda",),
@@ -305,7 +325,8 @@ RULES = {
             " vectors;"
             " the seeded dropout is torch.where on a"
             " bool mask, which it keeps (per example, an (N, 1, 1, 1) one); SiLU, GELU, sigmoid, hard_sigmoid,"
-            " hard_silu, multiply and ConvNeXt's LayerScale (x * gamma) as torch's; LayerNormalization calls torch's"
+            " hard_silu, leaky_relu, elu, softplus, multiply and ConvNeXt's LayerScale (x * gamma) as torch's; its"
+            " composed mish (x * tanh(softplus(x))) its input and tanh's output; LayerNormalization calls torch's"
             " layer_norm (input, per-position mean"
             " and rstd); Normalization keeps its per-channel divisor, Rescaling a scalar; ZeroPadding2D, UpSampling2D,"
             " Cropping2D and a channel slice (slices, views), Permute and Reshape nothing (hooks"

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from models.importers.fixes import Fix
 from models.importers.json_text import parsed_json
 from models.spec import (
     INTERPOLATIONS,
@@ -63,10 +64,13 @@ LOSSES = {"mse": "mse", "mean_squared_error": "mse", "MeanSquaredError": "mse",
 # Keras 3's hard_sigmoid is relu6(x + 3) / 6, the spec's (Keras 2's, 0.2 x + 0.5, is refused), hard_silu x times it.
 ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "silu": "silu", "swish": "silu", "sigmoid": "sigmoid",
                "hard_sigmoid": "hard_sigmoid", "hard_silu": "hard_swish", "hard_swish": "hard_swish", "gelu": "gelu",
-               "linear": None}
+               "leaky_relu": "leaky_relu", "elu": "elu", "softplus": "softplus", "mish": "mish", "linear": None}
+# The options Keras's activation functions take by default where the spec's layer defaults to others: Keras's
+# leaky_relu has slope 0.2 (its LeakyReLU layer 0.3, torch's 0.01, the spec's)
+ACTIVATION_DEFAULTS = {"leaky_relu": {"negative_slope": 0.2}}
 CONVS = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D")
 # outputs where a zero pad never wins a max: minus infinity's result
-NONNEGATIVE = ("relu", "relu6", "sigmoid", "hard_sigmoid")
+NONNEGATIVE = ("relu", "relu6", "sigmoid", "hard_sigmoid", "softplus")
 # keras.ops called on a tensor and a number in a functional model (MobileNetV3's hard sigmoid, relu6(x + 3.0) * (1 / 6),
 # is an Add, a ReLU layer and a Multiply): the spec's rescale, the number as its offset or its scale
 OPERATIONS = {"Add": "offset", "Multiply": "scale"}
@@ -396,7 +400,9 @@ class _Importer:
     def _input(self, batch_shape: object) -> None:
         if not isinstance(batch_shape, list) or len(batch_shape) < 2 or not all(isinstance(s, int)
                                                                                  for s in batch_shape[1:]):
-            raise SpecError(f"the model's input shape {batch_shape!r} must be known (no None besides the batch)")
+            sized = isinstance(batch_shape, list) and None in batch_shape[1:]  # built with its image size open
+            raise SpecError(f"the model's input shape {batch_shape!r} must be known (no None besides the batch)"
+                            + (f"; fix: {Fix.KERAS_INPUT_SHAPE}" if sized else ""))
         shape = tuple(positive(size, "input_shape entries") for size in batch_shape[1:])  # before any layer's
         if self.input_shape not in (None, shape):
             raise SpecError(f"the model has a second input, of shape {batch_shape!r} (the first's is "
@@ -441,7 +447,8 @@ class _Importer:
             return None
         if not isinstance(activation, str) or activation not in ACTIVATIONS:
             raise _Refused(f"uses activation {activation!r}, which has no counterpart in the spec (relu, relu6, silu, "
-                           f"sigmoid, hard_sigmoid, hard_silu, gelu, linear do, and softmax on a classifier's output)")
+                           f"sigmoid, hard_sigmoid, hard_silu, gelu, leaky_relu, elu, softplus, mish, linear do, and "
+                           f"softmax on a classifier's output)")
         if activation == "hard_sigmoid" and self.keras_version.startswith("2."):
             raise _Refused(f"uses Keras {self.keras_version}'s hard_sigmoid, max(0, min(1, 0.2 x + 0.5)); the spec's "
                            f"is Keras 3's, relu6(x + 3) / 6")
@@ -472,7 +479,8 @@ class _Importer:
         if config.get("activation") is not None:
             follow = self._activation(name, config["activation"])
             if follow:
-                out = self._emit(name if kind == "Activation" else f"{name}/{follow}", follow, [out])
+                out = self._emit(name if kind == "Activation" else f"{name}/{follow}", follow, [out],
+                                 **ACTIVATION_DEFAULTS.get(follow, {}))
         self.alias[name] = out
 
     def _operation(self, name: str, kind: str, layer: dict, inputs: list[str]) -> str:
@@ -557,10 +565,18 @@ class _Importer:
                 return self._emit(name, "conv2d", inputs, filters=units, kernel=1, padding="valid", bias=bias)
             return self._emit(name, "dense", inputs, units=units, bias=bias)
         if kind == "ReLU":
-            top = config.get("max_value")
-            if config.get("negative_slope") or config.get("threshold") or top not in (None, 6):
-                raise _Refused("is a leaky, thresholded or capped ReLU other than ReLU6; the spec has relu and relu6")
+            top, slope = config.get("max_value"), config.get("negative_slope")
+            if config.get("threshold") or top not in (None, 6) or slope and top is not None:
+                raise _Refused("is a thresholded or capped ReLU other than ReLU6; the spec has relu, relu6 and "
+                               "leaky_relu")
+            if slope:
+                return self._emit(name, "leaky_relu", inputs, negative_slope=slope)
             return self._emit(name, "relu6" if top == 6 else "relu", inputs)
+        if kind == "LeakyReLU":  # Keras 2 named its slope alpha
+            return self._emit(name, "leaky_relu", inputs, negative_slope=config.get("negative_slope",
+                                                                                      config.get("alpha", 0.3)))
+        if kind == "ELU":
+            return self._emit(name, "elu", inputs, alpha=config.get("alpha", 1.0))
         if kind == "Activation":
             return inputs[0]  # its activation follows, as any layer's
         if kind in ("Rescaling", "UpSampling2D", "Cropping2D", "Reshape", "GlobalAveragePooling2D",
@@ -658,11 +674,10 @@ class _Importer:
     def _conv(self, name: str, kind: str, config: dict, inputs: list[str], owed: int | None) -> str:
         """A Conv2D, a DepthwiseConv2D (a conv2d of groups = channels), or a SeparableConv2D: that depthwise conv,
         without bias, then a 1x1 conv holding the layer's bias."""
-        if _square(config.get("dilation_rate", 1), "dilation_rate") != 1:
-            raise _Refused("is dilated; the spec's conv2d is not")
         window = {"kernel": _pair(_required(config, "kernel_size")),  # Inception's 1x7 too
                   "stride": _square(config.get("strides", 1), "strides"),
-                  "padding": _padding(config) if owed is None else owed}
+                  "padding": _padding(config) if owed is None else owed,
+                  "dilation": _square(config.get("dilation_rate", 1), "dilation_rate")}
         bias = config.get("use_bias", True)
         if kind == "Conv2D":
             return self._emit(name, "conv2d", inputs, filters=_required(config, "filters"),

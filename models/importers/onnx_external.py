@@ -37,6 +37,17 @@ def read_model(path: str | Path, values: bool) -> onnx.ModelProto:
     return model
 
 
+def missing_data(path: str | Path) -> str | None:
+    """The location of the first file of weights the model at `path` stores beside it that is not there (a model
+    copied without its `.onnx.data`), or None: read where onnx's reader refused the file, to name what is missing."""
+    folder = Path(path).parent
+    for tensor in _tensors(onnx.load(str(path), load_external_data=False)):
+        location = next((entry.value for entry in tensor.external_data if entry.key == "location"), None)
+        if uses_external_data(tensor) and location and not (folder / location).exists():
+            return location
+    return None
+
+
 def array(tensor: onnx.TensorProto) -> np.ndarray:
     """A tensor's values; an unread one's (`read_model`) as zeros of its declared shape and type, one value broadcast
     (no memory): read for its shape alone."""

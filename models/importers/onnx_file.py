@@ -34,10 +34,11 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from models.importers import onnx_adaptive_pool
+from models.importers.fixes import Fix
 from models.importers.onnx_channels import SHUFFLE_PERM, channel_bounds, chunked, shuffle_tail
 from models.importers.onnx_checks import malformed
 from models.importers.onnx_dropout import DropoutMask, dropout_mask
-from models.importers.onnx_external import array, read_model
+from models.importers.onnx_external import array, missing_data, read_model
 from models.importers.onnx_folding import NUMBERS, computed_constants, constant_value
 from models.importers.onnx_fusions import fused_batch_norm
 from models.importers.onnx_graph import feeding
@@ -60,7 +61,10 @@ MIN_OPSET = 13
 FIRST, SAME = "channels-first", "as-spec"
 Layout = str | Shape
 TO_LAST, TO_FIRST = (0, 2, 3, 1), (0, 3, 1, 2)
-ELEMENTWISE = {"Relu": "relu", "Sigmoid": "sigmoid", "HardSigmoid": "hard_sigmoid", "HardSwish": "hard_swish"}
+ELEMENTWISE = {"Relu": "relu", "Sigmoid": "sigmoid", "HardSigmoid": "hard_sigmoid", "HardSwish": "hard_swish",
+               "LeakyRelu": "leaky_relu", "Elu": "elu", "Softplus": "softplus", "Mish": "mish", "Swish": "silu"}
+# The activations' attributes as the spec layer's options: op -> each (option, attribute, ONNX's default)
+ELEMENTWISE_OPTIONS = {"LeakyRelu": (("negative_slope", "alpha", 0.01),), "Elu": (("alpha", "alpha", 1.0),)}
 # x * gate(x) as one spec layer: a Mul of a value and its sigmoid is silu, of its hard sigmoid hard_swish (torch's
 # export of Hardswish before opset 14)
 GATED = {"Sigmoid": "silu", "HardSigmoid": "hard_swish"}
@@ -157,15 +161,19 @@ def _read(path: str | Path, values: bool) -> onnx.ModelProto:
     except OSError as exc:
         raise SpecError(f"cannot read ONNX file {path}: {exc.strerror or exc}") from exc
     except (DecodeError, onnx.checker.ValidationError, ValueError) as exc:  # its bytes, its external data's place
-        # (outside its folder, a link), or that data's offset or length (not a number)
+        # (outside its folder, a link, not there), or that data's offset or length (not a number)
+        missing = missing_data(path) if isinstance(exc, onnx.checker.ValidationError) else None
+        if missing:
+            raise SpecError(f"{path}: its weights are stored in a file beside it, {missing!r}, which is not there; "
+                            f"fix: {Fix.DATA_BESIDE}") from exc
         raise SpecError(f"{path} is not an ONNX model ({type(exc).__name__}: {' '.join(str(exc).split())})") from exc
 
 
 def _import(model: onnx.ModelProto, source: str, name: str) -> _Importer:
     opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), 0)
     if opset < MIN_OPSET:
-        raise SpecError(f"{source}: uses ONNX opset {opset}; the importer reads opset {MIN_OPSET} and later "
-                        f"(onnx.version_converter converts)")
+        raise SpecError(f"{source}: uses ONNX opset {opset}; the importer reads opset {MIN_OPSET} and later; "
+                        f"fix: {Fix.NEWER_OPSET}")
     wrong = malformed(model)
     if wrong:
         raise SpecError(f"{source}: {wrong}")
@@ -243,6 +251,8 @@ class _Importer:
     padding: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # a Pad's pixels owed to its Conv
     # a SplitToSequence's output -> the image it splits and each part's channels (start, stop), for its SequenceAts
     sequences: dict[str, tuple[_Tensor, list[tuple[int, int]]]] = field(default_factory=dict)
+    # a Greater's output -> the spec value it compares and the threshold, for the Where of torch's softplus
+    thresholds: dict[str, tuple[str, float]] = field(default_factory=dict)
     loss: str = "mse"
 
     @property
@@ -316,8 +326,10 @@ class _Importer:
         sizes = [dim.dim_value if dim.HasField("dim_value") else None for dim in dims]
         if len(sizes) not in (2, 4) or not all(size and 0 < size <= MAX_SIZE for size in sizes[1:]):
             shown = [size or dim.dim_param or "?" for size, dim in zip(sizes, dims, strict=True)]
+            sized = len(sizes) == 4 and None in sizes[1:]  # an image exported with its size dynamic
             raise SpecError(f"{self.source}: the input {inputs[0].name!r} has shape {shown}; the importer reads "
-                            f"(N, C, H, W) or (N, F) with all but the batch known (and at most {MAX_SIZE:,})")
+                            f"(N, C, H, W) or (N, F) with all but the batch known (and at most {MAX_SIZE:,})"
+                            + (f"; fix: {Fix.BATCH_DYNAMIC_ONLY}" if sized else ""))
         self.shapes[MODEL_INPUT] = (*sizes[2:], sizes[1]) if len(sizes) == 4 else (sizes[1],)
         self.tensors[inputs[0].name] = _Tensor(MODEL_INPUT, FIRST if len(sizes) == 4 else SAME)
 
@@ -434,8 +446,14 @@ class _Importer:
             self._layernorm(node, attributes, label)
         elif id(node) in self.dropouts:
             self._dropout(node, self.dropouts[id(node)], label)
+        elif op in ("Mul", "Div") and (passed := self._by_one(node)) is not None:
+            self.tensors[node.output[0]] = self._value(node, passed)
         elif op in ("Add", "Mul"):
             self._join(node, label)
+        elif op == "Greater":
+            self._threshold(node)
+        elif op == "Where" and node.input[0] in self.thresholds:
+            self._softplus_threshold(node)
         elif op == "Concat":
             self._concat(node, attributes, label)
         elif op in ("MaxPool", "AveragePool"):
@@ -487,13 +505,66 @@ class _Importer:
             if (alpha, beta) != HARD_SIGMOID:
                 raise _Refused(f"computes max(0, min(1, {_float(alpha)} x + {_float(beta)})); the spec's hard_sigmoid "
                                f"is alpha 1/6, beta 0.5 (torch's export)")
+        if node.op_type == "Swish" and _float(attributes.get("alpha", 1.0)) != 1:  # opset 24's x * sigmoid(alpha x)
+            raise _Refused(f"computes x * sigmoid({_float(attributes['alpha'])} x); the spec's silu is x * sigmoid(x)")
+        if node.op_type == "Softplus" and self._mish(node, value, label):
+            return
         gated = self._sole_reader(node.output[0], "Mul") if node.op_type in GATED else None
         if gated is not None and sorted(gated.input) == sorted([node.input[0], node.output[0]]):
             self.folded.add(id(gated))  # x * gate(x): one layer
             self.tensors[gated.output[0]] = _Tensor(self._emit(gated.name or label, GATED[node.op_type],
                                                                [value.spec]), value.layout)
         else:
-            self._set(node, self._emit(label, ELEMENTWISE[node.op_type], [value.spec]), value.layout)
+            options = {option: _float(attributes.get(attribute, default))
+                       for option, attribute, default in ELEMENTWISE_OPTIONS.get(node.op_type, ())}
+            self._set(node, self._emit(label, ELEMENTWISE[node.op_type], [value.spec], **options), value.layout)
+
+    def _mish(self, node: onnx.NodeProto, value: _Tensor, label: str) -> bool:
+        """x * tanh(softplus(x)), the legacy exporter's Mish, as one mish layer (its Tanh and Mul taken in)."""
+        tanh = self._sole_reader(node.output[0], "Tanh")
+        gated = self._sole_reader(tanh.output[0], "Mul") if tanh else None
+        if gated is None or sorted(gated.input) != sorted([node.input[0], tanh.output[0]]):
+            return False
+        self.folded.update((id(tanh), id(gated)))
+        self.tensors[gated.output[0]] = _Tensor(self._emit(gated.name or label, "mish", [value.spec]), value.layout)
+        return True
+
+    def _by_one(self, node: onnx.NodeProto) -> int | None:
+        """The position of the input a Mul or Div passes on unchanged: a layer's output times (or divided by) the
+        number 1, a constant, not a parameter (torch's unoptimized export of elu's scales and softplus's beta at
+        1); None for any other."""
+        for position in (1, 0) if node.op_type == "Mul" else (1,):
+            factor, other = node.input[position], node.input[1 - position]
+            value = self.constants.get(factor)
+            if value is not None and factor not in self.parameters and other not in self.constants \
+                    and value.size == 1 and value.dtype.kind in "fiu" and value.reshape(-1)[0] == 1:
+                return 1 - position
+        return None
+
+    def _threshold(self, node: onnx.NodeProto) -> None:
+        """x > threshold, read only by Wheres: torch's softplus, which returns x past its threshold (20)."""
+        value, threshold = self._value(node, 0), self._scalar(node, 1, "threshold")
+        readers = self.readers.get(node.output[0], [])
+        if threshold is None or not readers or any(reader.op_type != "Where" or reader.input[0] != node.output[0]
+                                                   for reader in readers):
+            raise _Refused("compares values; the spec has no comparison (torch's softplus threshold, a Where of x "
+                           "past it, is read as softplus)")
+        self.thresholds[node.output[0]] = (value.spec, float(threshold))
+
+    def _softplus_threshold(self, node: onnx.NodeProto) -> None:
+        """Where(x > threshold, x, softplus(x)), torch's softplus: the spec's softplus where float32 cannot tell
+        softplus(x) from x past the threshold (torch's 20: they differ by 2e-9)."""
+        compared, threshold = self.thresholds[node.input[0]]
+        value, softplus = self._value(node, 1), self._value(node, 2)
+        made = next((entry for entry in self.entries if entry["name"] == softplus.spec), {})
+        if (made.get("type"), made.get("inputs")) != ("softplus", [compared]) or value.spec != compared \
+                or value.layout != softplus.layout:
+            raise _Refused("selects between values other than x and its softplus by x > threshold (torch's "
+                           "softplus); the spec has no selection")
+        if np.float32(threshold) != np.float32(np.logaddexp(threshold, 0)):
+            raise _Refused(f"returns x past {threshold}, where softplus(x) differs from x in float32; the spec's "
+                           f"softplus has no threshold (torch's 20 has none it shows)")
+        self.tensors[node.output[0]] = softplus
 
     def _clip(self, node: onnx.NodeProto, label: str) -> None:
         """Clip as the spec's relu (0, None) or relu6 (0, 6), the only bounds it has."""
@@ -615,20 +686,20 @@ class _Importer:
             bias = None  # the default exporter's zero bias of a conv that has none: computed, not a parameter
         if weight is None or weight.ndim != 4:
             raise _Refused("has no 2-D kernel; the spec's conv2d is 2-D")
-        if any(d != 1 for d in attributes.get("dilations", [1, 1])):
-            raise _Refused("is dilated; the spec's conv2d is not")
         kernel = tuple(positive(int(size), "kernel_shape") for size in attributes.get("kernel_shape", weight.shape[2:]))
         if len(kernel) != 2:
             raise _Refused(f"has kernel_shape {list(kernel)}; the spec's conv2d is 2-D")
         stride = _square(list(attributes.get("strides", [1, 1])), "strides")
+        dilation = _square(list(attributes.get("dilations", [1, 1])), "dilations")
+        window = tuple(dilation * (size - 1) + 1 for size in kernel)  # the pixels a dilated kernel spans
         owed = self.padding.pop(node.input[0], (0, 0, 0, 0))  # a Pad before it: `value` is the tensor it padded
-        own = self._pads(attributes, (image[0] + owed[0] + owed[1], image[1] + owed[2] + owed[3]), kernel, stride)
+        own = self._pads(attributes, (image[0] + owed[0] + owed[1], image[1] + owed[2] + owed[3]), window, stride)
         pads = tuple(a + b for a, b in zip(owed, own, strict=True))
-        padding, source = self._padding(pads, image, kernel, stride, value.spec, label)
+        padding, source = self._padding(pads, image, window, stride, value.spec, label)
         weights = {"kernel": _conv_kernel(weight)} | ({} if bias is None else {"bias": bias})
         self._set(node, self._emit(label, "conv2d", [source], weights, filters=int(weight.shape[0]), kernel=kernel,
                                    stride=stride, padding=padding, bias=bias is not None,
-                                   groups=int(attributes.get("group", 1))), FIRST)
+                                   groups=int(attributes.get("group", 1)), dilation=dilation), FIRST)
 
     def _padding(self, pads: tuple[int, ...], image: Shape, kernel: tuple[int, ...], stride: int, source: str,
                  label: str) -> tuple[str | int | tuple[int, int], str]:
@@ -648,7 +719,7 @@ class _Importer:
     def _batchnorm(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         value = self._value(node, 0)
         if attributes.get("training_mode") or (len(node.output) > 1 and any(node.output[1:])):
-            raise _Refused("runs in training mode; the importer reads inference graphs")
+            raise _Refused(f"runs in training mode; the importer reads inference graphs; fix: {Fix.EVAL_EXPORT}")
         if value.layout not in (FIRST, SAME) or (value.layout == SAME and len(self.shapes[value.spec]) != 1):
             raise _Refused("normalizes an axis other than the channels")
         weights = {name: self._constant(node, position, name)

@@ -16,10 +16,11 @@ import re
 
 import onnx
 
+from models.importers.fixes import Fix
+
 RULE_KEY = "pkg.onnxscript.rewriter.rule_name"
 FUSION_RULE = "FuseBatchNorm"  # the prefix of onnxscript's rules that fold a batch norm into its producer
 COMPUTED_WEIGHT = re.compile(r"onnx::Conv_\d+")  # the legacy exporter's name for a conv weight it computed
-KEEPS_BATCH_NORM = "export net.train() with optimize=False, or dynamo=False with TrainingMode.PRESERVE (docs/models.md)"
 
 
 def fused_batch_norm(model: onnx.ModelProto) -> str | None:
@@ -29,7 +30,7 @@ def fused_batch_norm(model: onnx.ModelProto) -> str | None:
         fused = next((rule.strip() for rule in rules.split(",") if rule.strip().startswith(FUSION_RULE)), None)
         if fused:
             return (f"node {node.name!r} ({node.op_type}) has a batch norm fused in by the default exporter ({fused}): "
-                    f"an inference graph; {KEEPS_BATCH_NORM}")
+                    f"an inference graph; fix: {Fix.KEEP_BATCH_NORMS}")
     if model.producer_name != "pytorch":
         return None
     initializers = {initializer.name for initializer in model.graph.initializer}
@@ -37,5 +38,5 @@ def fused_batch_norm(model: onnx.ModelProto) -> str | None:
         if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in initializers and \
                 COMPUTED_WEIGHT.fullmatch(node.input[1]):
             return (f"node {node.name!r} (Conv) reads a weight the exporter computed ({node.input[1]!r}): "
-                    f"TrainingMode.EVAL fused a batch norm in, an inference graph; {KEEPS_BATCH_NORM}")
+                    f"TrainingMode.EVAL fused a batch norm in, an inference graph; fix: {Fix.KEEP_BATCH_NORMS}")
     return None

@@ -6,6 +6,10 @@ job), for a Keras file, with its counts. The spec, given the file's own weights 
 `.keras` file's layers' weights), runs in each framework's worker (suites.run.forward: every file in one worker per
 framework) on the same fixed batch, in inference; each framework's answer is its largest difference from the
 reference. `to_json()`'s JSON holds no weights: its proof is Keras's counts.
+
+The batch is the file's own where its graph fixes one (`torch.onnx.export(net, x, f)` with no dynamic axes: x's
+batch), else BATCH. A file that cannot be proved (it does not import, onnxruntime cannot compute it) is refused
+alone, in one line, before any worker starts, and the other files are proved.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from suites.run.registry import ROOT, interpreter
 if TYPE_CHECKING:
     from models.importers.onnx_file import OnnxProof
 
-BATCH = 2
+BATCH = 2  # where the file's graph leaves the batch open
 RELATIVE_TOLERANCE = 1e-4  # of the reference's largest value (float32 sums over a deep net, in another order):
 # relative, since an untrained net's outputs may be tiny (torchvision's efficientnet_b0 at 64x64: about 1e-13)
 TIMEOUT_S = 1800.0
@@ -59,6 +63,7 @@ class Proof:
     source: str  # what computed the reference
     counts: tuple[tuple[int, int], tuple[int, int]] | None  # (the spec's, the source's) trainable and statistics
     agreements: tuple[Agreement, ...]
+    batch: int  # the examples fed
     rounding: float | None = None  # how far the source's float32 answer is from its float64 one, relative (Keras)
 
     @property
@@ -66,13 +71,31 @@ class Proof:
         return (self.counts is None or self.counts[0] == self.counts[1]) and all(a.agrees for a in self.agreements)
 
 
-def _batch(spec: ModelSpec) -> dict[str, np.ndarray]:
-    """A fixed batch in the spec's channels-last layout, and targets for its loss."""
+@dataclass(frozen=True)
+class Ready:
+    """A file that imported, with what its proof needs: the batch it is fed, and for an ONNX file its weights and
+    onnxruntime's answer (a Keras file's come from a Keras worker)."""
+
+    path: str
+    spec: ModelSpec
+    batch: dict[str, np.ndarray]
+    weights: dict[str, np.ndarray] | None = None
+    reference: np.ndarray | None = None  # onnxruntime's output; None: Keras's, from its worker
+
+
+def _batch(spec: ModelSpec, size: int = BATCH) -> dict[str, np.ndarray]:
+    """A fixed batch of `size` in the spec's channels-last layout, and targets for its loss."""
     generator = np.random.default_rng(0)
-    inputs = generator.standard_normal((BATCH, *spec.input_shape), dtype=np.float32)
-    targets = (generator.integers(0, spec.output_shape[0], BATCH).astype(np.int32) if spec.loss == "cross_entropy"
-               else generator.standard_normal((BATCH, *spec.output_shape), dtype=np.float32))
+    inputs = generator.standard_normal((size, *spec.input_shape), dtype=np.float32)
+    targets = (generator.integers(0, spec.output_shape[0], size).astype(np.int32) if spec.loss == "cross_entropy"
+               else generator.standard_normal((size, *spec.output_shape), dtype=np.float32))
     return {"inputs": inputs, "targets": targets}
+
+
+def _file_batch(proof: OnnxProof) -> int:
+    """The batch the graph's input fixes (an export with no dynamic axes: its example's), else BATCH: onnxruntime
+    refuses any other batch for a fixed one."""
+    return proof.graph.graph.input[0].type.tensor_type.shape.dim[0].dim_value or BATCH
 
 
 def _run(command: list[str], what: str, extra: dict[str, str] | None = None) -> None:
@@ -99,7 +122,7 @@ def _onnx(proof: OnnxProof, batch: dict[str, np.ndarray], path: str) -> np.ndarr
                                                  if inputs.ndim == 4 else inputs})
     except Exception as error:  # noqa: BLE001 - any failure of the runtime is one line: the file is not proved
         raise SpecError(f"{path}: onnxruntime could not compute the file, so it cannot be compared: "
-                        f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from error
+                        f"{type(error).__name__}: {' '.join(str(error).split())}") from error
     return output.transpose(0, 2, 3, 1) if output.ndim == 4 else output
 
 
@@ -131,44 +154,76 @@ def _keras(spec: ModelSpec, given: np.lib.npyio.NpzFile) -> tuple[dict | None, n
 
 
 def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
-    """Each file's proof: one Keras worker for every Keras file, one forward worker per framework for every file
-    that holds weights."""
+    """Every file's proof, or the first file's refusal raised before any worker starts (the zoo takes that file
+    out and checks the rest)."""
+    ready, refused = prepare(paths)
+    if refused:
+        raise SpecError(next(iter(refused.values())))
+    return prove(ready, frameworks)
+
+
+def prepare(paths: list[str]) -> tuple[list[Ready], dict[str, str]]:
+    """The files that import, each with its batch and an ONNX file's reference, and each other file's refusal (one
+    line, by path): known before any worker starts, so one file refused stops none of the others."""
+    ready, refused = [], {}
+    for path in paths:
+        try:
+            ready.append(_ready(path))
+        except SpecError as error:
+            refused[path] = str(error)
+    return ready, refused
+
+
+def _ready(path: str) -> Ready:
     from models.importers.onnx_file import load_onnx_proof
 
-    onnx_proofs = {path: load_onnx_proof(path) for path in paths if Path(path).suffix == ".onnx"}
-    specs = [onnx_proofs[path].spec if path in onnx_proofs else load_spec_file(path) for path in paths]
-    for path in paths:
-        if Path(path).suffix not in (".onnx", ".keras") and not _keras_json(path):
-            raise SpecError(f"{path}: a spec file has no source to compare with; --check proves an imported file")
-    batches = [_batch(spec) for spec in specs]
+    if Path(path).suffix == ".onnx":
+        proof = load_onnx_proof(path)
+        batch = _batch(proof.spec, _file_batch(proof))
+        return Ready(path, proof.spec, batch, proof.weights, _onnx(proof, batch, path))
+    spec = load_spec_file(path)
+    if Path(path).suffix != ".keras" and not _keras_json(path):
+        raise SpecError(f"{path}: a spec file has no source to compare with; --check proves an imported file")
+    return Ready(path, spec, _batch(spec))
+
+
+def prove(files: list[Ready], frameworks: list[str]) -> dict[str, Proof]:
+    """Each file's proof: one Keras worker for every Keras file, one forward worker per framework for every file
+    that holds weights."""
     with tempfile.TemporaryDirectory(prefix="footprint-check-") as temporary:
         folder = Path(temporary)
-        _keras_references({index: (Path(path), spec, batch) for index, (path, spec, batch)
-                           in enumerate(zip(paths, specs, batches, strict=True)) if path not in onnx_proofs}, folder)
+        _keras_references({index: (Path(file.path), file.spec, file.batch) for index, file in enumerate(files)
+                           if file.reference is None}, folder)
         found, nets = [], {}
-        for index, (path, spec, batch) in enumerate(zip(paths, specs, batches, strict=True)):
-            rounding = None
-            if path in onnx_proofs:
-                weights, reference, counts = onnx_proofs[path].weights, _onnx(onnx_proofs[path], batch, path), None
+        for index, file in enumerate(files):
+            weights = file.weights
+            if file.reference is not None:
+                found.append((file.reference, None, "onnxruntime", None))
             else:
                 given = np.load(folder / f"keras{index}.npz")
-                weights, reference, counts = _keras(spec, given)
-                if "output64" in given.files:
-                    rounding = _difference(reference, given["output64"]) / max(float(np.abs(given["output64"]).max()),
-                                                                                np.finfo(np.float64).tiny)
-            found.append((reference, counts, "onnxruntime" if path in onnx_proofs else "Keras", rounding))
+                weights, reference, counts = _keras(file.spec, given)
+                found.append((reference, counts, "Keras", _rounding(reference, given)))
             if weights is not None:
-                nets[index] = (spec, batch | weights)
+                nets[index] = (file.spec, file.batch | weights)
         outputs = dict(zip(nets, forward_all(list(nets.values()), folder, frameworks, _forward), strict=True))
         proofs = {}
-        for index, (path, spec, (reference, counts, source, rounding)) in enumerate(zip(paths, specs, found,
-                                                                                        strict=True)):
+        for index, (file, (reference, counts, source, rounding)) in enumerate(zip(files, found, strict=True)):
             agreements = () if reference is None else tuple(
                 Agreement(framework, _difference(outputs[index][framework]["output"], reference),
                           float(np.abs(reference).max())) for framework in frameworks)
-            ours = (spec.param_count, spec.statistics_count)
-            proofs[path] = Proof(source, None if counts is None else (ours, counts), agreements, rounding)
+            ours = (file.spec.param_count, file.spec.statistics_count)
+            proofs[file.path] = Proof(source, None if counts is None else (ours, counts), agreements,
+                                      len(file.batch["inputs"]), rounding)
         return proofs
+
+
+def _rounding(reference: np.ndarray | None, given: np.lib.npyio.NpzFile) -> float | None:
+    """How far Keras's float32 answer is from its float64 one, relative to the latter's largest value; None where
+    Keras computed no float64 answer."""
+    if "output64" not in given.files:
+        return None
+    return _difference(reference, given["output64"]) / max(float(np.abs(given["output64"]).max()),
+                                                           np.finfo(np.float64).tiny)
 
 
 def _forward(framework: str, job: list[str]) -> None:
@@ -190,11 +245,12 @@ def _keras_json(path: str) -> bool:
         return False
 
 
-def report(proofs: dict[str, Proof]) -> str:
-    """A line per file, and one for its counts and each framework under it."""
+def report(proofs: dict[str, Proof], refused: list[str]) -> str:
+    """A line per file proved, and one for its counts and each framework under it; then one line of how many files
+    were checked, naming each not proved and each refused (whose own lines are the caller's)."""
     lines = []
     for path, proof in proofs.items():
-        held = f"the imported net with the file's weights against {proof.source} (a batch of {BATCH}, inference)"
+        held = f"the imported net with the file's weights against {proof.source} (a batch of {proof.batch}, inference)"
         lines.append(f"{path}: {held if proof.agreements else f'counts against {proof.source} (no weights in it)'}")
         if proof.counts:
             (ours, theirs), same = proof.counts, proof.counts[0] == proof.counts[1]
@@ -206,7 +262,15 @@ def report(proofs: dict[str, Proof]) -> str:
         if proof.rounding is not None:
             lines.append(f"  {proof.source + ' float64':<17} its own float32 answer is {proof.rounding:.2e} of its "
                          f"largest value from its float64 one: {_rounding_verdict(proof.rounding)}")
-    return "\n".join(lines)
+    return "\n".join([*lines, _summary(proofs, refused)])
+
+
+def _summary(proofs: dict[str, Proof], refused: list[str]) -> str:
+    unproved = [path for path, proof in proofs.items() if not proof.holds]
+    count = len(proofs) + len(refused)
+    groups = [f"{len(proofs) - len(unproved)} proved", *(f"{len(names)} {what}: {', '.join(names)}" for what, names
+                                                          in (("not proved", unproved), ("refused", refused)) if names)]
+    return f"checked {count} file{'' if count == 1 else 's'}: {'; '.join(groups)}"
 
 
 def _rounding_verdict(rounding: float) -> str:
