@@ -17,6 +17,7 @@ from models.layer_kinds import PROBED, census
 from models.record import phase
 from models.scenario import Scenario
 from models.spec import (
+    ELU,
     AdaptiveAvgPool2D,
     BatchNorm,
     ChannelShuffle,
@@ -30,9 +31,12 @@ from models.spec import (
     HardSigmoid,
     HardSwish,
     LayerScale,
+    LeakyReLU,
     MaxPool2D,
+    Mish,
     ModelSpec,
     ReLU,
+    Softplus,
 )
 from suites.analysis import accounting, constants, figures, kind_costs
 from suites.run.orchestrator import run_scenario, worker_environment
@@ -128,6 +132,7 @@ GRAPH_SMALL = "graph-small"  # tests.test_estimate_graph.small_graph: every grap
 NEWER_KINDS = "newer-kinds"  # tests.test_estimate_graph.newer_kinds: every newer layer kind, from a spec file too
 HARD_KINDS = "hard-kinds"  # hard_kinds(): MobileNetV3's activations, each read by the layer after it
 ZOO_KINDS = "zoo-kinds"  # zoo_kinds(): the kinds the public conv nets brought
+NEXT_KINDS = "next-kinds"  # next_kinds(): the kinds timm's and the segmentation nets brought
 
 
 def hard_kinds() -> ModelSpec:
@@ -158,7 +163,16 @@ def zoo_kinds() -> ModelSpec:
     return net.spec(ZOO_KINDS, (9, 9, 4), "mse", "the zoo's kinds, small", batch=2)
 
 
-SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds, HARD_KINDS: hard_kinds, ZOO_KINDS: zoo_kinds}
+def next_kinds() -> ModelSpec:
+    """The kinds timm's and the segmentation nets brought, each between convs so that what it keeps is its own: a
+    dilated conv and a dilated depthwise one (the atrous convs), CSP nets' LeakyReLU and Mish, ELU and Softplus."""
+    return ModelSpec(NEXT_KINDS, (9, 9, 4), (Conv2D(4, bias=False, dilation=2), LeakyReLU(0.2),
+                                             Conv2D(4, bias=False, groups=4, dilation=3), ELU(), Conv2D(4, bias=False),
+                                             Softplus(), Conv2D(4, bias=False), Mish(), GlobalAvgPool()), "mse")
+
+
+SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds, HARD_KINDS: hard_kinds, ZOO_KINDS: zoo_kinds,
+              NEXT_KINDS: next_kinds}
 
 
 SAVED_CASES = [
@@ -166,7 +180,8 @@ SAVED_CASES = [
                                                            ("resnet50", 1))),
     *(("torch", GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient")),
     *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1))),
-    *((framework, model, 2, "none") for framework in ("torch", "keras-torch") for model in (NEWER_KINDS, ZOO_KINDS))]
+    *((framework, model, 2, "none") for framework in ("torch", "keras-torch")
+      for model in (NEWER_KINDS, ZOO_KINDS, NEXT_KINDS))]
 
 
 def _spec(model: str) -> ModelSpec:
