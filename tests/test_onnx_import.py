@@ -179,6 +179,29 @@ def dilated_net() -> tuple[onnx.ModelProto, str]:
     return net.model(x, 5, 17), x
 
 
+def timm_net() -> tuple[onnx.ModelProto, str]:
+    """timm's forms in a dynamic-batch export: ConvNeXt's layer scale `x.mul(gamma.reshape(1, -1, 1, 1))`, as the
+    (1, C, 1, 1) initializer the exporter folds it to and as a Reshape of the (C,) parameter (to (1, C, 1, 1) and to
+    (C, 1, 1)); GhostNet's `out[:, :n]`, a Slice over the batch to INT64_MAX and two to its size, Shape(x)[0] (a
+    Gather of the Shape, and a Shape from 0 to 1), then one over the channels."""
+    net = _Net(3, 6)
+    x = net.conv("image", "conv", 16, 3, 3, pads=[1, 1, 1, 1])
+    x = net.node("Mul", [x, net.weight("folded.gamma", 1, 16, 1, 1)], "folded")
+    x = net.node("Mul", [net.node("Reshape", [net.weight("nchw.gamma", 16), net.constant("nchw", [1, -1, 1, 1])],
+                                  "nchw_view"), x], "nchw")
+    x = net.node("Mul", [x, net.node("Reshape", [net.weight("chw.gamma", 16), net.constant("chw", [-1, 1, 1])],
+                                     "chw_view")], "chw")
+    zero, batch = net.constant("zero", [0]), net.constant("batch", [0])
+    x = net.node("Slice", [x, zero, net.constant("max", [2**63 - 1]), batch], "to_max")
+    size = net.node("Gather", [net.node("Shape", [x], "shape"), net.constant("first", 0)], "size", axis=0)
+    x = net.node("Slice", [x, zero, net.node("Unsqueeze", [size, batch], "size_1d"), batch], "to_size")
+    x = net.node("Slice", [x, zero, net.node("Shape", [x], "shape_0", start=0, end=1), batch], "to_shape_0")
+    x = net.node("Slice", [x, zero, net.constant("four", [4]), net.constant("c", [1])], "out_chs")
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
+    x = net.node("Gemm", [x, net.weight("fc.W", 5, 4), net.weight("fc.B", 5)], "fc", transB=1)
+    return net.model(x, 5, 17), x
+
+
 def _weight_values(model: onnx.ModelProto) -> int:
     return sum(int(np.prod(init.dims)) for init in model.graph.initializer if not init.name.startswith(CONSTANT))
 
@@ -189,8 +212,8 @@ def _save(model: onnx.ModelProto, folder: Path, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("build", [residual_net, newer_net, activations_net, dilated_net],
-                         ids=["residual", "newer", "activations", "dilated"])
+@pytest.mark.parametrize("build", [residual_net, newer_net, activations_net, dilated_net, timm_net],
+                         ids=["residual", "newer", "activations", "dilated", "timm"])
 def test_counts_equal_the_initializers_that_are_weights(build: Build, tmp_path: Path) -> None:
     model, _ = build()
     spec = load_spec_file(_save(model, tmp_path, build.__name__))
@@ -255,6 +278,28 @@ def test_dilated_convs_keep_their_dilation_and_padding(tmp_path: Path) -> None:
     assert layers == [(2, 2, 1), (2, 2, 6), (3, "same", 1)]
 
 
+def test_timms_layer_scales_are_layerscales_and_its_slices_over_the_batch_no_layer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each per-channel scale, (1, C, 1, 1) or a parameter reshaped, is a layerscale holding the parameter's values
+    (read from the Reshape itself where its weights, stored beside the file, are left unread); the slices over the
+    whole batch are no layer."""
+    model, _ = timm_net()
+    spec = load_spec_file(_save(model, tmp_path, "timm"))
+    assert [(entry["type"], entry["name"]) for entry in spec.to_dict()["layers"]] == [
+        ("conv2d", "conv"), ("layerscale", "folded"), ("layerscale", "nchw"), ("layerscale", "chw"),
+        ("channel_slice", "out_chs"), ("global_avg_pool", "gap"), ("flatten", "flat"), ("dense", "fc")]
+    gammas = {init.name: numpy_helper.to_array(init).reshape(-1) for init in model.graph.initializer}
+    weights = canonical_weights(model, spec)
+    for index, name in ((1, "folded"), (2, "nchw"), (3, "chw")):
+        np.testing.assert_array_equal(weights[f"layer{index}_scale"], gammas[f"{name}.gamma"])
+    onnx.save(model, tmp_path / "beside.onnx", save_as_external_data=True, location="weights.bin", size_threshold=0)
+    monkeypatch.setattr(onnx_external, "SHAPES_ONLY_BYTES", 32)  # the targets read, each gamma (64 bytes) not
+    read = onnx_external.read_model(tmp_path / "beside.onnx", values=False)
+    assert {"nchw.gamma", "chw.gamma"} <= {tensor.name for tensor in read.graph.initializer
+                                           if uses_external_data(tensor)}
+    assert load_spec_file(tmp_path / "beside.onnx").to_dict()["layers"] == spec.to_dict()["layers"]
+
+
 @pytest.mark.parametrize(("threshold", "refused"), [
     (10.0, "node 'thresholded' \\(Where\\) returns x past 10.0, where softplus\\(x\\) differs from x in float32"),
     (None, "node 'past' \\(Greater\\) compares values; the spec has no comparison")])
@@ -278,7 +323,7 @@ def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> N
     (onnxruntime's; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
     exports that keep the training graph, in one worker per framework for all of them."""
     paths = [str(_save(build()[0], tmp_path, build.__name__))
-             for build in (residual_net, newer_net, activations_net, dilated_net)]
+             for build in (residual_net, newer_net, activations_net, dilated_net, timm_net)]
     paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive", *SHUFFLES)]
     done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
@@ -463,6 +508,17 @@ def _one_node(op: str, name: str, inputs: list[str], initializers: list[TensorPr
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _scaled(shape: tuple[int, ...]) -> onnx.ModelProto:
+    """The image times a parameter of `shape`."""
+    return _one_node("Mul", "scale", ["gamma"], [numpy_helper.from_array(np.ones(shape, np.float32), "gamma")])
+
+
+def _batch_sliced(start: int, end: int) -> onnx.ModelProto:
+    bounds = (("from", [start]), ("to", [end]), ("axes", [0]))
+    return _one_node("Slice", "examples", ["from", "to", "axes"],
+                     [numpy_helper.from_array(np.array(value, np.int64), name) for name, value in bounds])
+
+
 def old_opset() -> onnx.ModelProto:
     model = _one_node("Relu", "relu", [], [])
     model.opset_import[0].version = 12
@@ -517,6 +573,14 @@ REFUSED = {
         numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("from", [0]), ("to", [4]), ("axes", [2]),
                                                                        ("steps", [2]))]),
                 "node 'every_other' (Slice) slices axes [2] by steps [2]"),
+    "scale_over_rows": (lambda: _scaled((1, 1, 8, 1)), "node 'scale' (Mul) multiplies by a constant of shape "
+                                                       "[1, 1, 8, 1]; the spec's layerscale multiplies by a parameter"),
+    "scale_over_batch": (lambda: _scaled((2, 2, 1, 1)), "node 'scale' (Mul) multiplies by a constant of shape "
+                                                        "[2, 2, 1, 1]; the spec's layerscale"),
+    "batch_from_one": (lambda: _batch_sliced(1, 2**63 - 1),
+                       f"node 'examples' (Slice) slices the batch (axis 0) from 1 to {2**63 - 1} by 1; the spec keeps "
+                       f"every example"),
+    "batch_to_one": (lambda: _batch_sliced(0, 1), "node 'examples' (Slice) slices the batch (axis 0) from 0 to 1 by 1"),
     "not_shuffled": (lambda: _one_node("Reshape", "view", ["grouped"], [
         numpy_helper.from_array(np.array([0, 2, 1, 8, 8], np.int64), "grouped")]),
                      "node 'view' (Reshape) reshapes [2, 8, 8] to [2, 1, 8, 8], then is no channel shuffle"),

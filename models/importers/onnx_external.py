@@ -27,7 +27,10 @@ def read_model(path: str | Path, values: bool) -> onnx.ModelProto:
     if values:
         return model
     folder = str(Path(path).parent)
-    initializers = {id(tensor) for tensor in model.graph.initializer}
+    # protobuf makes an element's Python object anew on each access, whose id a later one may reuse: held in a list,
+    # each keeps its id while the loop below runs
+    held = list(model.graph.initializer)
+    initializers = {id(tensor) for tensor in held}
     for tensor in _tensors(model):
         if not uses_external_data(tensor):
             continue

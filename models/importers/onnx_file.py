@@ -12,9 +12,9 @@ approximated: an estimate of a different net would be silently wrong.
 
 Counts: the spec's weights are exactly the constants (initializers, or Constant nodes) that a Conv, Gemm,
 MatMul (with the Add of its bias), BatchNormalization or LayerNormalization reads as weights (and the initializer a
-Mul multiplies by per channel: a layer scale's), so the spec's param_count + statistics_count is their total size.
-Constants that only shape the computation (Reshape's shape, Clip's bounds, Pad's pads, Resize's scales, Dropout's
-ratio) are not weights and are not counted. A constant
+Mul multiplies by per channel, itself or reshaped: a layer scale's), so the spec's param_count + statistics_count is
+their total size. Constants that only shape the computation (Reshape's shape, Clip's bounds, Pad's pads, Resize's
+scales, Dropout's ratio) are not weights and are not counted. A constant
 two nodes read counts once per reader: the spec shares no weights, and an exporter may store equal values once
 (torch's stores a fresh batch norm's scale and running variance, all ones, as one initializer).
 
@@ -72,6 +72,8 @@ GATED = {"Sigmoid": "silu", "HardSigmoid": "hard_swish"}
 # default is 0.2 x + 0.5), as float32, ONNX's attribute type
 HARD_SIGMOID = (np.float32(1 / 6), np.float32(0.5))
 MAPPED = "docs/models.md lists the ONNX nodes the importer maps"
+# Ops that pass the one number they read on unchanged (a Concat of one input): between a Shape and a slice's end
+PASSING = {"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Concat"}
 
 
 class _Refused(Exception):
@@ -240,6 +242,7 @@ class _Importer:
     known: set[str]  # those values' names, with the ones the folder left out once unread: none is a layer's
     opset: int  # the default domain's
     entries: list[dict] = field(default_factory=list)
+    batch: int | None = None  # the input's batch where the file fixes it
     shapes: dict[str, Shape] = field(default_factory=dict)  # each spec name's output shape
     weights: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # spec name -> canonical arrays
     tensors: dict[str, _Tensor] = field(default_factory=dict)  # ONNX tensor name -> its spec value
@@ -269,7 +272,7 @@ class _Importer:
         declared = {node.output[0]: constant_value(node) for node in self.graph.node if node.op_type == "Constant"}
         self.constants = ({init.name: array(init) for init in self.graph.initializer} | self.computed
                           | {name: value for name, value in declared.items() if value is not None})
-        self.parameters = {init.name for init in self.graph.initializer} - self.computed.keys()
+        self.parameters = self._parameters()
         self._input()
         outputs = [output.name for output in self.graph.output]
         if len(outputs) != 1:
@@ -312,6 +315,17 @@ class _Importer:
                 self.folded.update(id(part) for part in mask.chain)
                 self.dropouts[id(node)] = mask
 
+    def _parameters(self) -> set[str]:
+        """The file's initializers (the folder's values aside) and the tensors that are one of them, aliased by an
+        Identity (torch's exporter) or reshaped to a constant shape (timm's `gamma.reshape(1, -1, 1, 1)`, a value
+        the folder computes): a parameter's own values, whatever shape the graph gives them."""
+        found = {init.name for init in self.graph.initializer} - self.computed.keys()
+        for node in self.graph.node:
+            if node.input and node.input[0] in found and (node.op_type == "Identity" or (
+                    node.op_type == "Reshape" and len(node.input) > 1 and node.input[1] in self.constants)):
+                found.add(node.output[0])
+        return found
+
     def _feeding(self, output: str) -> list[onnx.NodeProto]:
         """The nodes the output depends on, in the graph's order: a runtime skips a branch that feeds no output,
         and a spec has no layer that feeds none. A value computed from constants alone is known: what computes
@@ -331,6 +345,7 @@ class _Importer:
                             f"(N, C, H, W) or (N, F) with all but the batch known (and at most {MAX_SIZE:,})"
                             + (f"; fix: {Fix.BATCH_DYNAMIC_ONLY}" if sized else ""))
         self.shapes[MODEL_INPUT] = (*sizes[2:], sizes[1]) if len(sizes) == 4 else (sizes[1],)
+        self.batch = sizes[0]
         self.tensors[inputs[0].name] = _Tensor(MODEL_INPUT, FIRST if len(sizes) == 4 else SAME)
 
     # -- helpers -------------------------------------------------------------------------------------------------
@@ -426,8 +441,8 @@ class _Importer:
             return  # its value is among the constants, read with the initializers
         elif op == "Identity" and node.input[0] in self.constants:  # torch's exporter aliases weights so
             self.constants[node.output[0]] = self.constants[node.input[0]]
-            if node.input[0] in self.parameters:
-                self.parameters.add(node.output[0])
+        elif op == "Reshape" and node.output[0] in self.parameters:  # not folded: its weights stored beside the file
+            self._reshaped_parameter(node, attributes)
         elif op in ("Identity", "Dropout"):
             self._identity(node, label)
         elif op == "Conv":
@@ -599,16 +614,20 @@ class _Importer:
         self._set(node, self._emit(label, kind, [value.spec for value in values]), values[0].layout)
 
     def _layer_scale(self, node: onnx.NodeProto, label: str) -> None:
-        """A tensor times an initializer (not the exporter's arithmetic) of one value per channel: (C, 1, 1) on a
-        channels-first image (torchvision's ConvNeXt's layer_scale), (C,) on the last axis of a flat or channels-last
-        tensor. Its values are the layer scale's trainable weights."""
+        """A tensor times a parameter (an initializer, or one reshaped: not the exporter's arithmetic) of one value
+        per channel: (C, 1, 1) on a channels-first image (torchvision's ConvNeXt's layer_scale), or (1, C, 1, 1)
+        (timm's), (C,) on the last axis of a flat or channels-last tensor, each with leading 1s up to the tensor's
+        rank. Its values are the layer scale's trainable weights."""
         position = next(i for i, name in enumerate(node.input) if name in self.constants)
         value, gamma = self._value(node, 1 - position), self._constant(node, position, "scale")
         shape = self.shapes[value.spec]
         wanted = (shape[-1], 1, 1) if value.layout == FIRST else (shape[-1],)
-        if isinstance(value.layout, tuple) or gamma.shape != wanted or node.input[position] not in self.parameters:
+        leading = gamma.shape[:gamma.ndim - len(wanted)]  # 1s over the batch (and the rows of a channels-last map)
+        if isinstance(value.layout, tuple) or gamma.shape[len(leading):] != wanted or set(leading) - {1} or \
+                len(leading) > len(shape) + 1 - len(wanted) or node.input[position] not in self.parameters:
             raise _Refused(f"multiplies by a constant of shape {list(gamma.shape)}; the spec's layerscale multiplies "
-                           f"by a parameter (an initializer) of one value per channel, {list(wanted)} here")
+                           f"by a parameter (an initializer, or one reshaped) of one value per channel, "
+                           f"{list(wanted)} here (or with leading 1s)")
         self._set(node, self._emit(label, "layerscale", [value.spec], {"scale": gamma.reshape(-1)}), value.layout)
 
     def _concat(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
@@ -853,6 +872,18 @@ class _Importer:
             raise _Refused(f"reshapes {list(onnx_shape)} to {sizes}; the importer maps a flatten, (C) -> (C, 1, 1) "
                            f"and a channel shuffle")
 
+    def _reshaped_parameter(self, node: onnx.NodeProto, attributes: dict) -> None:
+        """A parameter reshaped to a constant shape (ONNX's 0 copying its size, unless allowzero): the same values,
+        which the node that reads them (a layer scale's Mul) takes as its weights."""
+        value = self.constants[node.input[0]]
+        sizes = [int(size) for size in self._constant(node, 1, "shape", integers=True).reshape(-1)]
+        if not attributes.get("allowzero"):
+            sizes = [value.shape[i] if size == 0 and i < value.ndim else size for i, size in enumerate(sizes)]
+        try:
+            self.constants[node.output[0]] = value.reshape(sizes)
+        except ValueError as exc:
+            raise _Refused(f"reshapes a parameter of shape {list(value.shape)} to {sizes}") from exc
+
     def _channel_shuffle(self, node: onnx.NodeProto, value: _Tensor, sizes: list[int], label: str) -> None:
         """(C, H, W) viewed as (g, C / g, H, W), its two channel axes transposed and viewed back as (C, H, W): one
         channel_shuffle of g groups, the nodes after this one taken in (models/importers/onnx_channels.py)."""
@@ -910,21 +941,34 @@ class _Importer:
     def _slice(self, node: onnx.NodeProto, label: str) -> None:
         """Rows and columns cut off a channels-first image, a crop2d, or some of its channels, a channel_slice: the
         starts and ends constant (ONNX clamps them to the axis, a negative one counting from its end) and every
-        step 1."""
+        step 1. A slice over the batch that takes all of it (GhostNet's `out[:, :n]` in a dynamic-batch export) is
+        no layer."""
         value = self._value(node, 0)
-        height, width, channels = self._image_shape(value)
         starts, ends = self._constant(node, 1, "starts", integers=True), self._constant(node, 2, "ends", integers=True)
         axes, steps = self._constant(node, 3, "axes", integers=True), self._constant(node, 4, "steps", integers=True)
         if starts is None or ends is None:
             raise _Refused("leaves out its starts or ends")
         starts, ends = [int(start) for start in starts.reshape(-1)], [int(end) for end in ends.reshape(-1)]
-        axes = [_axis(int(a), 4) for a in axes.reshape(-1)] if axes is not None else list(range(len(starts)))
+        rank = len(self.shapes[value.spec]) + 1
+        axes = [_axis(int(a), rank) for a in axes.reshape(-1)] if axes is not None else list(range(len(starts)))
         steps = [int(step) for step in steps.reshape(-1)] if steps is not None else [1] * len(starts)
-        if axes == [1] and steps == [1] and len(starts) == len(ends) == 1:
+        if len({len(starts), len(ends), len(axes), len(steps)}) > 1:
+            raise _Refused(f"has {len(starts)} starts, {len(ends)} ends, {len(axes)} axes and {len(steps)} steps; "
+                           f"ONNX's Slice takes one of each per axis")
+        for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
+            if axis == 0:
+                self._whole_batch(node, start, end, step)
+        kept = [i for i, axis in enumerate(axes) if axis != 0]
+        if not kept:
+            self.tensors[node.output[0]] = value
+            return
+        starts, ends, axes, steps = ([part[i] for i in kept] for part in (starts, ends, axes, steps))
+        height, width, channels = self._image_shape(value)
+        if axes == [1] and steps == [1]:
             start, stop = (_clamped(at, channels) for at in (starts[0], ends[0]))
             self._set(node, self._emit(label, "channel_slice", [value.spec], start=start, stop=stop), FIRST)
             return
-        if set(axes) - {2, 3} or set(steps) - {1} or len({len(starts), len(ends), len(axes), len(steps)}) > 1:
+        if set(axes) - {2, 3} or set(steps) - {1}:
             raise _Refused(f"slices axes {axes} by steps {steps}; the spec's crop2d cuts H and W (axes 2, 3), its "
                            f"channel_slice C (axis 1) alone, by steps of 1")
         sizes = {2: height, 3: width}
@@ -934,6 +978,35 @@ class _Importer:
         (top, bottom), (left, right) = [(first, sizes[axis] - last) for axis, (first, last) in sorted(kept.items())]
         self._set(node, self._emit(label, "crop2d", [value.spec], top=top, bottom=bottom, left=left, right=right),
                   FIRST)
+
+    def _whole_batch(self, node: onnx.NodeProto, start: int, end: int, step: int) -> None:
+        """Refuses a slice over the batch unless it provably keeps every example: from 0 by 1 to an end no batch
+        reaches (torch writes INT64_MAX; a fixed batch's own size or more), or to the batch size itself."""
+        computed = any(part.op_type in ("Shape", "Size") for part in feeding(self.graph.node, node.input[2]))
+        if (start, step) == (0, 1) and (self._batch_size(node.input[2]) if computed
+                                        else end >= (self.batch or MAX_SIZE)):
+            return
+        raise _Refused(f"slices the batch (axis 0) from {start} to {'an end computed from shapes' if computed else end}"
+                       f" by {step}; the spec keeps every example (the importer maps a slice over the batch from 0 to "
+                       f"INT64_MAX or to the batch size, Shape(x)[0])")
+
+    def _batch_size(self, tensor: str) -> bool:
+        """Whether `tensor` is the batch size alone, Shape(x)[0] of a tensor x the importer maps (its axis 0 the
+        batch): a Shape from axis 0 to 1, or a Gather of position 0 of a Shape from axis 0, passed on by PASSING."""
+        producers = {output: node for node in self.graph.node for output in node.output}
+        node = producers.get(tensor)
+        while node is not None and node.op_type in PASSING and (node.op_type != "Concat" or len(node.input) == 1):
+            node = producers.get(node.input[0])
+        if node is not None and node.op_type == "Gather" and _attributes(node).get("axis", 0) == 0 and \
+                self.constants.get(node.input[1], np.array(-1)).reshape(-1).tolist() == [0]:
+            node = producers.get(node.input[0])
+            last = None
+        else:
+            last = 1  # a Shape read whole must end after the batch
+        if node is None or node.op_type != "Shape" or node.input[0] not in self.tensors:
+            return False
+        attributes = _attributes(node)
+        return attributes.get("start", 0) == 0 and attributes.get("end") == last
 
     def _split(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         """torch.chunk or split of a channels-first image's channels: Split (the legacy exporter's) makes one
