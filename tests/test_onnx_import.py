@@ -183,23 +183,40 @@ def timm_net() -> tuple[onnx.ModelProto, str]:
     """timm's forms in a dynamic-batch export: ConvNeXt's layer scale `x.mul(gamma.reshape(1, -1, 1, 1))`, as the
     (1, C, 1, 1) initializer the exporter folds it to and as a Reshape of the (C,) parameter (to (1, C, 1, 1) and to
     (C, 1, 1)); GhostNet's `out[:, :n]`, a Slice over the batch to INT64_MAX and two to its size, Shape(x)[0] (a
-    Gather of the Shape, and a Shape from 0 to 1), then one over the channels."""
+    Gather of the Shape, and a Shape from 0 to 1), then its `x += shortcut` as torch's slice_scatter over the whole
+    batch: a ScatterND at indices Range(0, Shape(x)[0], 1), sliced whole and unsqueezed to (N, 1), as the exporter
+    builds them; then a Slice over the channels."""
     net = _Net(3, 6)
     x = net.conv("image", "conv", 16, 3, 3, pads=[1, 1, 1, 1])
     x = net.node("Mul", [x, net.weight("folded.gamma", 1, 16, 1, 1)], "folded")
     x = net.node("Mul", [net.node("Reshape", [net.weight("nchw.gamma", 16), net.constant("nchw", [1, -1, 1, 1])],
                                   "nchw_view"), x], "nchw")
-    x = net.node("Mul", [x, net.node("Reshape", [net.weight("chw.gamma", 16), net.constant("chw", [-1, 1, 1])],
-                                     "chw_view")], "chw")
+    x = shortcut = net.node("Mul", [x, net.node("Reshape", [net.weight("chw.gamma", 16),
+                                                            net.constant("chw", [-1, 1, 1])], "chw_view")], "chw")
     zero, batch = net.constant("zero", [0]), net.constant("batch", [0])
     x = net.node("Slice", [x, zero, net.constant("max", [2**63 - 1]), batch], "to_max")
     size = net.node("Gather", [net.node("Shape", [x], "shape"), net.constant("first", 0)], "size", axis=0)
     x = net.node("Slice", [x, zero, net.node("Unsqueeze", [size, batch], "size_1d"), batch], "to_size")
     x = net.node("Slice", [x, zero, net.node("Shape", [x], "shape_0", start=0, end=1), batch], "to_shape_0")
+    added = net.node("Add", [x, shortcut], "add")
+    x = net.node("ScatterND", [x, _whole_batch_indices(net, x, 0), added], "slice_scatter", reduction="none")
     x = net.node("Slice", [x, zero, net.constant("four", [4]), net.constant("c", [1])], "out_chs")
     x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
     x = net.node("Gemm", [x, net.weight("fc.W", 5, 4), net.weight("fc.B", 5)], "fc", transB=1)
     return net.model(x, 5, 17), x
+
+
+def _whole_batch_indices(net: _Net, x: str, start: int) -> str:
+    """The indices of torch's slice_scatter over the batch of `x` as the default exporter writes them: Range(start,
+    Shape(x)[0], 1), a Slice of it to INT64_MAX with its bounds each an Unsqueeze of a scalar, then an Unsqueeze to
+    (N, 1)."""
+    first, one, axes = net.constant("position", 0), net.constant("by", 1), net.constant("axis", [0])
+    size = net.node("Gather", [net.node("Shape", [x], "scatter_shape", start=0), first], "scatter_size", axis=0)
+    examples = net.node("Range", [net.constant("from", start), size, one], "examples")
+    bounds = [net.node("Unsqueeze", [bound, axes], f"{name}_1d") for name, bound in
+              (("start", first), ("end", net.constant("end", 2**63 - 1)), ("step", one))]
+    every = net.node("Slice", [examples, bounds[0], bounds[1], axes, bounds[2]], "every")
+    return net.node("Unsqueeze", [every, net.constant("last", [-1])], "indices")
 
 
 def _weight_values(model: onnx.ModelProto) -> int:
@@ -282,12 +299,13 @@ def test_timms_layer_scales_are_layerscales_and_its_slices_over_the_batch_no_lay
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each per-channel scale, (1, C, 1, 1) or a parameter reshaped, is a layerscale holding the parameter's values
     (read from the Reshape itself where its weights, stored beside the file, are left unread); the slices over the
-    whole batch are no layer."""
+    whole batch and the scatter over it are no layer."""
     model, _ = timm_net()
     spec = load_spec_file(_save(model, tmp_path, "timm"))
     assert [(entry["type"], entry["name"]) for entry in spec.to_dict()["layers"]] == [
         ("conv2d", "conv"), ("layerscale", "folded"), ("layerscale", "nchw"), ("layerscale", "chw"),
-        ("channel_slice", "out_chs"), ("global_avg_pool", "gap"), ("flatten", "flat"), ("dense", "fc")]
+        ("add", "add"), ("channel_slice", "out_chs"), ("global_avg_pool", "gap"), ("flatten", "flat"),
+        ("dense", "fc")]
     gammas = {init.name: numpy_helper.to_array(init).reshape(-1) for init in model.graph.initializer}
     weights = canonical_weights(model, spec)
     for index, name in ((1, "folded"), (2, "nchw"), (3, "chw")):
@@ -519,6 +537,15 @@ def _batch_sliced(start: int, end: int) -> onnx.ModelProto:
                      [numpy_helper.from_array(np.array(value, np.int64), name) for name, value in bounds])
 
 
+def _scattered(start: int, reduction: str) -> onnx.ModelProto:
+    """torch's slice_scatter over the batch of the image, of a Relu of it, with indices Range(start, N, 1), then a
+    global pool."""
+    net = _Net(2, 8)
+    x = net.node("ScatterND", ["image", _whole_batch_indices(net, "image", start), net.node("Relu", ["image"], "relu")],
+                 "scatter", reduction=reduction)
+    return net.model(net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat"), 2, 17)
+
+
 def old_opset() -> onnx.ModelProto:
     model = _one_node("Relu", "relu", [], [])
     model.opset_import[0].version = 12
@@ -581,6 +608,10 @@ REFUSED = {
                        f"node 'examples' (Slice) slices the batch (axis 0) from 1 to {2**63 - 1} by 1; the spec keeps "
                        f"every example"),
     "batch_to_one": (lambda: _batch_sliced(0, 1), "node 'examples' (Slice) slices the batch (axis 0) from 0 to 1 by 1"),
+    "scatter_from_one": (lambda: _scattered(1, "none"), "node 'scatter' (ScatterND) scatters (reduction 'none') other "
+                                                         "than updates of data's shape over the whole batch"),
+    "scatter_adding": (lambda: _scattered(0, "add"), "node 'scatter' (ScatterND) scatters (reduction 'add') other "
+                                                     "than updates of data's shape over the whole batch"),
     "not_shuffled": (lambda: _one_node("Reshape", "view", ["grouped"], [
         numpy_helper.from_array(np.array([0, 2, 1, 8, 8], np.int64), "grouped")]),
                      "node 'view' (Reshape) reshapes [2, 8, 8] to [2, 1, 8, 8], then is no channel shuffle"),

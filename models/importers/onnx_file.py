@@ -74,6 +74,9 @@ HARD_SIGMOID = (np.float32(1 / 6), np.float32(0.5))
 MAPPED = "docs/models.md lists the ONNX nodes the importer maps"
 # Ops that pass the one number they read on unchanged (a Concat of one input): between a Shape and a slice's end
 PASSING = {"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Concat"}
+# Ops that keep a Range's values in their order while shaping it into ScatterND's (N, 1) indices
+INDEX_SHAPING = {"Cast", "Unsqueeze", "Reshape", "Expand", "Slice"}
+BATCH = None  # the batch's entry in a shape known up to the batch size
 
 
 class _Refused(Exception):
@@ -489,6 +492,8 @@ class _Importer:
             self._pad(node, attributes, label)
         elif op == "Slice":
             self._slice(node, label)
+        elif op == "ScatterND":
+            self._scatter_over_batch(node, attributes)
         elif op in ("Split", "SplitToSequence"):
             self._split(node, attributes, label)
         elif op == "SequenceAt":
@@ -982,13 +987,22 @@ class _Importer:
     def _whole_batch(self, node: onnx.NodeProto, start: int, end: int, step: int) -> None:
         """Refuses a slice over the batch unless it provably keeps every example: from 0 by 1 to an end no batch
         reaches (torch writes INT64_MAX; a fixed batch's own size or more), or to the batch size itself."""
-        computed = any(part.op_type in ("Shape", "Size") for part in feeding(self.graph.node, node.input[2]))
-        if (start, step) == (0, 1) and (self._batch_size(node.input[2]) if computed
-                                        else end >= (self.batch or MAX_SIZE)):
+        if self._keeps_batch(node.input[2], start, end, step):
             return
+        computed = self._from_shapes(node.input[2])
         raise _Refused(f"slices the batch (axis 0) from {start} to {'an end computed from shapes' if computed else end}"
                        f" by {step}; the spec keeps every example (the importer maps a slice over the batch from 0 to "
                        f"INT64_MAX or to the batch size, Shape(x)[0])")
+
+    def _keeps_batch(self, ends: str, start: int, end: int, step: int) -> bool:
+        """Whether a slice over the batch from `start` to `end` (the tensor `ends` holds) by `step` keeps every
+        example: see `_whole_batch`."""
+        return (start, step) == (0, 1) and (self._batch_size(ends) if self._from_shapes(ends)
+                                            else end >= (self.batch or MAX_SIZE))
+
+    def _from_shapes(self, tensor: str) -> bool:
+        """Whether `tensor` is computed from a Shape or Size: the folder's value holds at batch 1 alone."""
+        return any(part.op_type in ("Shape", "Size") for part in feeding(self.graph.node, tensor))
 
     def _batch_size(self, tensor: str) -> bool:
         """Whether `tensor` is the batch size alone, Shape(x)[0] of a tensor x the importer maps (its axis 0 the
@@ -1007,6 +1021,83 @@ class _Importer:
             return False
         attributes = _attributes(node)
         return attributes.get("start", 0) == 0 and attributes.get("end") == last
+
+    def _scatter_over_batch(self, node: onnx.NodeProto, attributes: dict) -> None:
+        """torch's slice_scatter over the whole batch as the default exporter writes it (GhostNet's `x += shortcut`
+        on `x = out[:, :n]`): a ScatterND of `updates` at every example of `data`, in order, replaces all of it, so
+        its output is `updates`: no layer."""
+        data, updates = self._value(node, 0), self._value(node, 2)
+        reduction = _text(attributes.get("reduction", "none"))
+        if reduction != "none" or updates.layout != data.layout or \
+                self.shapes[updates.spec] != self.shapes[data.spec] or not self._enumerates_batch(node.input[1]):
+            raise _Refused(f"scatters (reduction {reduction!r}) other than updates of data's shape over the whole "
+                           f"batch; the importer maps a ScatterND whose indices are Range(0, Shape(x)[0], 1) as (N, "
+                           f"1), with reduction 'none': its output is its updates")
+        self.tensors[node.output[0]] = updates
+
+    def _enumerates_batch(self, tensor: str) -> bool:
+        """Whether `tensor` is provably 0..N-1 as (N, 1), N the batch: a Range from 0 by 1 to the batch size (or the
+        file's fixed batch), then ops of INDEX_SHAPING each shown, by its constant inputs, to keep the values."""
+        producers = {output: node for node in self.graph.node for output in node.output}
+        shaping, node = [], producers.get(tensor)
+        while node is not None and node.op_type in INDEX_SHAPING:
+            shaping.append(node)
+            node = producers.get(node.input[0])
+        if node is None or node.op_type != "Range" or [self._numbers(node.input[at]) for at in (0, 2)] != [[0], [1]] \
+                or not (self._batch_size(node.input[1]) or self._numbers(node.input[1]) == [self.batch]):
+            return False
+        shape: tuple[int | None, ...] | None = (BATCH,)
+        for step in reversed(shaping):
+            shape = self._index_shape(step, shape)
+            if shape is None:
+                return False
+        return shape == (BATCH, 1)
+
+    def _numbers(self, tensor: str) -> list[int] | None:
+        """The whole numbers a small constant holds in order (an axis, a shape, a bound), read through PASSING ops
+        (whose values the folder may leave out once it folded their reader); None where it is no such constant or
+        is computed from shapes (its value known at batch 1 alone)."""
+        if tensor in self.constants:
+            value = self.constants[tensor]
+            return value.reshape(-1).tolist() if value.dtype.kind in "iu" and not self._from_shapes(tensor) else None
+        node = next((node for node in self.graph.node if tensor in node.output), None)
+        if node is None or node.op_type not in PASSING:
+            return None
+        parts = [self._numbers(part) for part in (node.input if node.op_type == "Concat" else node.input[:1])]
+        return None if None in parts else [number for part in parts for number in part]
+
+    def _index_shape(self, node: onnx.NodeProto, shape: tuple[int | None, ...]) -> tuple[int | None, ...] | None:
+        """The shape of a Range's values after `node` of INDEX_SHAPING, or None where it is not shown to keep them
+        in order: an Unsqueeze, a Reshape to ones and one -1, an Expand to ones, a Slice over the batch keeping all."""
+        if node.op_type == "Cast":
+            return shape
+        sizes = self._numbers(node.input[1]) if len(node.input) > 1 else None
+        if sizes is None or shape.count(BATCH) != 1 or set(shape) - {BATCH, 1}:
+            return None
+        if node.op_type == "Unsqueeze":
+            rank = len(shape) + len(sizes)
+            axes = {_axis(axis, rank) for axis in sizes}
+            kept = iter(shape)
+            return tuple(1 if axis in axes else next(kept) for axis in range(rank)) if len(axes) == len(sizes) and \
+                axes <= set(range(rank)) else None
+        if node.op_type == "Reshape":
+            return tuple(BATCH if size == -1 else size for size in sizes) if sorted(sizes)[1:] == [1] * (
+                len(sizes) - 1) and -1 in sizes else None
+        if node.op_type == "Expand":
+            return (1,) * (len(sizes) - len(shape)) + shape if set(sizes) <= {1} else None
+        return shape if self._slice_keeps_batch(node, sizes, shape) else None
+
+    def _slice_keeps_batch(self, node: onnx.NodeProto, starts: list[int], shape: tuple[int | None, ...]) -> bool:
+        """Whether a Slice of a Range's values takes all of them: one slice, of their batch axis, from 0 by 1 to
+        the end (`_keeps_batch`: an end computed from shapes is the batch size itself)."""
+        ends, axes, steps = (self._numbers(node.input[at]) if len(node.input) > at and node.input[at] else default
+                             for at, default in ((2, None), (3, [0]), (4, [1])))
+        if ends is None and self._from_shapes(node.input[2]):
+            ends = [0]  # not read: _keeps_batch reads such an end as a tensor
+        if ends is None or axes is None or steps is None or not len(starts) == len(ends) == len(axes) == len(
+                steps) == 1 or _axis(axes[0], len(shape)) != shape.index(BATCH):
+            return False
+        return self._keeps_batch(node.input[2], starts[0], ends[0], steps[0])
 
     def _split(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
         """torch.chunk or split of a channels-first image's channels: Split (the legacy exporter's) makes one
