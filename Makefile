@@ -77,10 +77,11 @@ gpu-check: $(if $(FOOTPRINT_PYTHON),,$(TOX))
 		$(if $(QUICK),--quick) $(if $(OUT),--out "$(OUT)") $(if $(WHEELS),--wheels "$(WHEELS)")
 
 # The public conv nets through the suite: results/zoo-<commit>/ (docs/models.md). Its own env exports torchvision's
-# nets: PyPI's torchvision for Linux is a CUDA build, so it joins the CPU torch without its dependencies.
+# and timm's nets: PyPI's torchvision for Linux is a CUDA build, so it joins the CPU torch without its dependencies,
+# and so does timm (which asks for torchvision).
 zoo: $(TOX)
 	$(call make_envs,$(SUITE_ENVS) zoo-torch)
-	.tox/zoo-torch/bin/python -m pip install -q --no-deps torchvision==0.29.1
+	.tox/zoo-torch/bin/python -m pip install -q --no-deps torchvision==0.29.1 timm==1.0.31
 	.tox/bench/bin/python -m suites zoo $(if $(NETS),--nets "$(NETS)") $(if $(SEED),--seed "$(SEED)")
 
 test: envs

@@ -3,6 +3,7 @@ to ONNX the way that keeps the training graph (suites/bench/zoo.py runs this, th
 
     python -m frameworks.zoo_sources keras OUT NAME=SIZE ...        (a Keras interpreter)
     python -m frameworks.zoo_sources torchvision OUT NAME=SIZE ...  (torch with torchvision, the zoo-torch env)
+    python -m frameworks.zoo_sources timm OUT NAME=SIZE ...         (the same env, with timm)
 
 Each net is built with weights=None and its source's defaults at a SIZExSIZE RGB input; one JSON line per net on
 stdout: its file and the source's own counts (parameters; statistics: Keras's non-trainable weights, torch's
@@ -15,6 +16,10 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch is imported only where a torch source runs: Keras's interpreter has none
+    import torch
 
 EXPORT_BATCH = 2  # the sample the exporter traces; the batch axis stays symbolic
 
@@ -30,20 +35,38 @@ def keras_net(name: str, size: int, out: Path) -> dict:
             "statistics": sum(int(np.prod(w.shape)) for w in model.non_trainable_weights)}
 
 
-def torchvision_net(name: str, size: int, out: Path) -> dict:
+def _exported(net: torch.nn.Module, name: str, size: int, out: Path) -> dict:
     """torch.onnx.export's default (dynamo) exporter from train() with optimize=False: its batch norms stay
-    (optimize=True would fuse them into the convs, docs/models.md). GoogLeNet's and Inception v3's auxiliary
-    heads are off: in train() they make the net's output a tuple, and a spec has one output."""
+    (optimize=True would fuse them into the convs, docs/models.md), with the batch axis dynamic."""
     import torch
-    import torchvision.models
 
-    options = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
-    net = getattr(torchvision.models, name)(weights=None, **options).train()
+    net = net.train()
     path = out / f"{name}.onnx"
     torch.onnx.export(net, (torch.randn(EXPORT_BATCH, 3, size, size),), str(path), optimize=False,
                       external_data=False, input_names=["image"], dynamic_axes={"image": {0: "N"}})
     return {"file": str(path), "parameters": sum(p.numel() for p in net.parameters()),
             "statistics": sum(b.numel() for b in net.buffers() if b.is_floating_point())}
+
+
+def torchvision_net(name: str, size: int, out: Path) -> dict:
+    """A torchvision classifier, or one of its segmentation nets (`torchvision.models.segmentation`, without its
+    auxiliary head or a backbone's weights: its dict output exports as the one output "out"). GoogLeNet's and
+    Inception v3's auxiliary heads are off: in train() they make the net's output a tuple, and a spec has one
+    output."""
+    import torchvision.models
+
+    if hasattr(torchvision.models.segmentation, name):
+        net = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None, aux_loss=False)
+        return _exported(net, name, size, out)
+    options = {"aux_logits": False, "init_weights": False} if name in ("googlenet", "inception_v3") else {}
+    return _exported(getattr(torchvision.models, name)(weights=None, **options), name, size, out)
+
+
+def timm_net(name: str, size: int, out: Path) -> dict:
+    """A timm net as `timm.create_model(name, pretrained=False)` makes it."""
+    import timm
+
+    return _exported(timm.create_model(name, pretrained=False), name, size, out)
 
 
 def _torchvision_on_a_cpu_torch() -> None:
@@ -54,12 +77,13 @@ def _torchvision_on_a_cpu_torch() -> None:
     sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
 
 
-SOURCES: dict[str, Callable[[str, int, Path], dict]] = {"keras": keras_net, "torchvision": torchvision_net}
+SOURCES: dict[str, Callable[[str, int, Path], dict]] = {"keras": keras_net, "torchvision": torchvision_net,
+                                                         "timm": timm_net}
 
 
 def main(argv: list[str]) -> int:
     source, out, nets = argv[0], Path(argv[1]), [entry.split("=") for entry in argv[2:]]
-    if source == "torchvision":
+    if source in ("torchvision", "timm"):  # timm imports torchvision
         _torchvision_on_a_cpu_torch()
     out.mkdir(parents=True, exist_ok=True)
     for name, size in nets:

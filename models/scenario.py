@@ -112,7 +112,7 @@ class Scenario:
         return {"schema_version": SCHEMA_VERSION, "status": RUNNING, "failure": None, "scenario": self.to_dict(),
                 "model": {"name": self.model, "param_count": spec.param_count,
                           "statistics_count": spec.statistics_count, "weight_bytes": spec.weight_bytes(),
-                          "output_shape": list(spec.output_shape)},
+                          "input_shape": list(spec.input_shape), "output_shape": list(spec.output_shape)},
                 "framework": {"name": self.framework}, "allocator": self.allocator_settings, "phases": [],
                 "current_phase": None}
 

@@ -530,7 +530,8 @@ def parser() -> argparse.ArgumentParser:
     checks.set_defaults(action=_check)
 
     zoo = commands.add_parser("zoo", help="public conv nets imported, checked and trained")
-    zoo.add_argument("--sources", default="keras,torchvision", help="keras, torchvision or both (default)")
+    zoo.add_argument("--sources", default="keras,torchvision,timm",
+                     help="comma-separated: keras, torchvision, timm (default: all three)")
     zoo.add_argument("--nets", default="", help="comma-separated nets of the zoo (default: all)")
     zoo.add_argument("--frameworks", type=_framework_list, default="torch,jax",
                      help="where outputs are checked (default torch,jax)")

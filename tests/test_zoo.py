@@ -12,7 +12,7 @@ import pytest
 from models import catalogue, zoo_split
 from models.catalogue import get_model
 from models.estimate import estimate
-from suites.analysis import accounting, constants, depth
+from suites.analysis import accounting, constants, depth, errors
 from suites.bench import zoo
 from suites.run.registry import ROOT
 from tests.conftest import run_cli
@@ -45,7 +45,7 @@ def test_a_keras_net_is_built_imported_checked_and_trained_into_the_table(tmp_pa
     assert [record["scenario"]["batch"] for record in run["records"]] == [8]
     table = (tmp_path / "table" / "zoo.md").read_text()
     assert "| keras | MobileNetV3Small | tuned | 64 |" in table
-    assert f"| torch | tuned | 1 | 2 | {figures['tuned']['median']:.1%} |" in table
+    assert f"| torch | tuned | zoo's | 1 | 2 | {figures['tuned']['median']:.1%} |" in table
     # a record of an earlier build of the net (another file, another size) is another scenario: a second call
     # measures nothing again, and its table reads today's build's record alone
     stale = json.loads(json.dumps(run["records"][0]))
@@ -89,14 +89,42 @@ def test_every_zoo_net_is_in_one_family_and_the_catalogues_families_are_the_tune
     """The split is by family, committed once: each net of the zoo in exactly one; the families of the nets the rules
     were shaped on (the catalogue's) tuned, the rest held out, and so is any net the split does not name."""
     members = [name for _, names in zoo_split.FAMILIES.values() for name in names]
-    assert sorted(members) == sorted([*zoo.KERAS_NETS, *zoo.TORCHVISION_NETS])
+    assert sorted(members) == sorted([*zoo.KERAS_NETS, *zoo.TORCHVISION_NETS, *zoo.TIMM_NETS])
+    assert set(zoo.LARGE_NETS) <= set(held_out_nets := [name for name in members
+                                                         if zoo_split.half_of(name) == zoo_split.HELD_OUT])
+    assert len(zoo.LARGE_NETS) >= 12 and len(held_out_nets) >= len(members) / 2
     assert all(zoo_split.half_of(name) == zoo_split.TUNED for name in ("vgg16", "resnet50", "mobilenetv2",
                                                                        "densenet121", "plain-8"))
     assert {zoo_split.half_of(name) for name in ("VGG16", "ResNet50", "MobileNetV2", "DenseNet121")} == {"tuned"}
     assert zoo_split.half_of("EfficientNetB0") == zoo_split.half_of("my_own_net") == zoo_split.HELD_OUT
     assert catalogue.CATALOGUE.keys() >= {"vgg16", "resnet50", "mobilenetv2", "densenet121"}
-    held_out = [name for name in members if zoo_split.half_of(name) == zoo_split.HELD_OUT]
-    assert len(held_out) >= len(members) / 2  # the held-out half is no token
+
+
+def test_the_margin_holds_at_both_sizes_and_each_size_is_judged_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The held-out half at the zoo's size and at the size users train are reported apart; the margin is the larger
+    of the two sizes' 95th percentiles, so that with it neither size's held-out half is unsafe beyond 5 %."""
+    def row(net: str, size: int, measured: int, estimate: int) -> errors.Row:
+        return errors.Row("torch", net, "train", "train_step_2", zoo.EVALUATED_VIEW, "footprint", measured, estimate,
+                          estimate / measured - 1, half=zoo_split.half_of(net), net=net, size=size)
+
+    small = [row(f"held{index}", zoo.SIZE, 100, 100 + index) for index in range(20)]  # never short
+    large = [row(f"held{index}", zoo.LARGE_SIZE, 100, 70 + 2 * index) for index in range(20)]  # short up to 30 %
+    tuned = [row("resnet50", zoo.SIZE, 100, 90)]
+    found = zoo.evaluation(small + large + tuned, ["resnet50", *(f"held{index}" for index in range(20))])
+    held_out, at_large = found["frameworks"]["torch"]["held-out"], found["large"]["frameworks"]["torch"]["held-out"]
+    assert held_out["margin_at_size"] == 0 and at_large["margin_at_size"] == errors.margin(large) > 0.3
+    assert held_out["margin"] == at_large["margin"] == errors.margin(large)
+    assert at_large["unsafe"] > 0.5 and at_large["unsafe_with_margin"] <= 0.05 and held_out["n"] == at_large["n"] == 20
+    assert found["frameworks"]["torch"]["tuned"]["n"] == 1 and "tuned" not in found["large"]["frameworks"]["torch"]
+    # `errors` gives each size its own line: a record names its input's shape (read as it stands, not re-accounted)
+    monkeypatch.setattr(accounting, "reaccount", lambda run, *_: run["records"])
+    records = [{"scenario": {"framework": row.framework, "model": row.net, "kind": row.kind},
+                "model": {"input_shape": [row.size, row.size, 3]}, "status": "ok",
+                "comparison": {row.phase: {row.view: {"measured": row.measured, "estimate": row.estimate,
+                                                      "relative_error": row.error}}}} for row in small + large]
+    lines = errors.table([("run", {"records": records})]).splitlines()[2:]
+    assert [line.split(" | ")[5] for line in lines] == ["64 px", "224 px"]
+    assert lines[1].split(" | ")[6] == "20" and lines[1].split(" | ")[9].startswith("-")
 
 
 def test_the_depth_costs_are_least_squares_over_the_tuned_nets_and_reach_the_estimate() -> None:

@@ -321,11 +321,13 @@ class _Importer:
     def _parameters(self) -> set[str]:
         """The file's initializers (the folder's values aside) and the tensors that are one of them, aliased by an
         Identity (torch's exporter) or reshaped to a constant shape (timm's `gamma.reshape(1, -1, 1, 1)`, a value
-        the folder computes): a parameter's own values, whatever shape the graph gives them."""
+        the folder computes, or the reshaped value itself, where its target shape was a Concat of constants):
+        a parameter's own values, whatever shape the graph gives them."""
         found = {init.name for init in self.graph.initializer} - self.computed.keys()
         for node in self.graph.node:
             if node.input and node.input[0] in found and (node.op_type == "Identity" or (
-                    node.op_type == "Reshape" and len(node.input) > 1 and node.input[1] in self.constants)):
+                    node.op_type == "Reshape" and (node.output[0] in self.computed or (
+                        len(node.input) > 1 and node.input[1] in self.constants)))):
                 found.add(node.output[0])
         return found
 
@@ -608,9 +610,15 @@ class _Importer:
 
     def _join(self, node: onnx.NodeProto, label: str) -> None:
         """Add or Mul of two tensors of one layout, as the spec's add or multiply; a Mul by a parameter, as the
-        spec's layerscale."""
+        spec's layerscale; an Add of a scalar zero (timm's `out += identity_out`, 0 where a block has no identity
+        branch) passes its tensor on."""
         if node.op_type == "Mul" and any(name in self.constants for name in node.input):
             self._layer_scale(node, label)
+            return
+        zero = next((position for position, name in enumerate(node.input) if name in self.constants
+                     and self.constants[name].ndim == 0 and not self.constants[name].any()), None)
+        if node.op_type == "Add" and zero is not None:
+            self.tensors[node.output[0]] = self._value(node, 1 - zero)
             return
         values = [self._value(node, 0), self._value(node, 1)]
         if len({value.layout for value in values}) != 1:

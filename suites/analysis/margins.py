@@ -31,10 +31,12 @@ class Margin:
     pairs: int  # the held-out (net, phase) pairs it was taken from
     nets: int
     source: str  # the zoo folder, relative to the project
+    sizes: str = "the zoo's size"  # the input sizes it holds at
 
     def __str__(self) -> str:
         return (f"+{self.value:.0%}: the 95th percentile of the estimate's shortfall on the zoo's held-out nets "
-                f"({self.nets} nets, {self.pairs} phases) in {self.framework} on the {self.device}, {self.source}/")
+                f"({self.nets} nets, {self.pairs} phases, {self.sizes}) in {self.framework} on the {self.device}, "
+                f"{self.source}/")
 
 
 @cache
@@ -61,8 +63,10 @@ def margin(framework: str, device: str, zoo: dict | None) -> Margin | None:
     held_out = ((evaluation.get("frameworks") or {}).get(framework) or {}).get("held-out")
     if evaluation.get("device") != device or not held_out or held_out.get("margin") is None:
         return None
-    return Margin(framework, device, held_out["margin"], held_out["median"], held_out["n"], held_out["nets"],
-                  zoo["folder"])
+    large = (evaluation.get("large") or {}).get("frameworks", {}).get(framework, {}).get("held-out")
+    sizes = f"at the zoo's size and {evaluation['large']['size']} px" if large else "at the zoo's size"
+    return Margin(framework, device, held_out["margin"], held_out["median"], held_out["n"] + (large or {}).get("n", 0),
+                  held_out["nets"], zoo["folder"], sizes)
 
 
 def unmeasured(framework: str, device: str, constants: str | None = None) -> str:

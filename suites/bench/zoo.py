@@ -55,8 +55,33 @@ TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in
     "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "alexnet", "squeezenet1_1",
     "densenet121", "googlenet", "inception_v3", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
     "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}
-SOURCES = {"keras": ("keras-tensorflow", KERAS_NETS), "torchvision": ("zoo-torch", TORCHVISION_NETS)}
+SEGMENTATION_NETS = ("fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")
+TORCHVISION_NETS |= {name: SIZE for name in SEGMENTATION_NETS}
+# timm's conv nets, `pretrained=False` at its defaults: two to six of each family from its small end (a CPU trains
+# each at batch 8), the families models/zoo_split.py names, every architecture of timm's that is a conv net with
+# one output (no attention block); a net whose name torchvision's has (densenet121, inception_v3,
+# efficientnet_b0) is left to torchvision. Some are refused by name: the table says why.
+TIMM_NETS = {name: SIZE for name in (
+    "resnet10t", "resnet14t", "resnet26d", "resnet34d", "resnetv2_50", "resnet33ts", "resnetrs50", "seresnet18",
+    "seresnext26d_32x4d", "ecaresnet26t", "gcresnet33ts", "skresnet18", "res2net50_14w_8s", "resnest14d",
+    "cspresnet50", "cspresnext50", "cspdarknet53", "cs3darknet_s", "darknet53", "dla34", "dla46_c", "dla46x_c",
+    "dpn68", "ghostnet_100", "ghostnetv2_100", "repghostnet_050", "hrnet_w18_small", "rexnet_100", "regnetx_002",
+    "regnety_002", "regnetz_b16", "selecsls42b", "ese_vovnet19b_dw", "ese_vovnet19b_slim_dw", "gernet_s",
+    "repvgg_a0", "mobileone_s0", "mobilenetv2_050", "mobilenetv3_large_100", "mobilenetv3_small_050",
+    "mobilenetv4_conv_small", "efficientnet_lite0", "efficientnet_es", "tf_efficientnet_b0", "tinynet_a", "mixnet_s",
+    "mnasnet_100", "semnasnet_050", "fbnetc_100", "spnasnet_100", "lcnet_050", "hardcorenas_a", "xception41",
+    "convnext_atto", "convnextv2_atto", "inception_next_atto", "hgnet_tiny", "hgnetv2_b0", "starnet_s1",
+    "fastvit_t8", "nf_resnet26", "nf_regnet_b0")}
+SOURCES = {"keras": ("keras-tensorflow", KERAS_NETS), "torchvision": ("zoo-torch", TORCHVISION_NETS),
+           "timm": ("zoo-torch", TIMM_NETS)}
 TRAIN_BATCH = 8
+# The size users train at: the held-out nets below are built and trained again at it, in the frameworks below (the
+# estimate's error at 64 px need not be its error at 224, where activations outweigh the weights)
+LARGE_SIZE = 224
+LARGE_FRAMEWORKS = ("torch", "jax")
+LARGE_NETS = ("efficientnet_lite0", "ghostnet_100", "mixnet_s", "mnasnet_100", "regnetx_002", "rexnet_100", "dla34",
+              "cspresnet50", "convnext_atto", "hrnet_w18_small", "lcnet_050", "repvgg_a0", "squeezenet1_1",
+              "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")
 # the phases the estimate is judged on, and the key of each net's error in the table, in the driver's view
 EVALUATED = {"train_step_2": "estimate_error", "inference": "inference_error"}
 EVALUATED_VIEW = "driver"
@@ -78,6 +103,7 @@ class Row:
     check_reason: str | None = None  # why its outputs could not be compared
     rounding: float | None = None  # the source's float32 answer against its float64 one, relative (Keras's nets)
     train: dict[str, dict] = field(default_factory=dict)  # framework -> status and the estimate's error
+    train_large: dict[str, dict] = field(default_factory=dict)  # the same at LARGE_SIZE (LARGE_NETS only)
 
     @property
     def imported(self) -> bool:
@@ -89,11 +115,12 @@ def _short_commit() -> str:
     return commit[:7] + ("-dirty" if "+dirty" in commit else "") if re.match(r"[0-9a-f]{7}", commit) else "unknown"
 
 
-def build_sources(source: str, names: list[str], folder: Path) -> dict[str, dict]:
-    """Each net's file and its source's counts (or why the source failed), built once: `sources.json` keeps them."""
+def build_sources(source: str, names: list[str], folder: Path, size: int | None = None) -> dict[str, dict]:
+    """Each net's file and its source's counts (or why the source failed), built once at its size in the zoo (or
+    at `size`): `sources.json` keeps them."""
     known_path = folder / "sources.json"
     known = json.loads(known_path.read_text()) if known_path.exists() else {}
-    nets = SOURCES[source][1]
+    nets = {name: size or SOURCES[source][1][name] for name in names}
     wanted = [name for name in names if "error" in known.get(name, {"error": "not built"})
               or known[name].get("size") != nets[name] or not Path(known[name]["file"]).exists()]
     if wanted:
@@ -112,7 +139,14 @@ def build_sources(source: str, names: list[str], folder: Path) -> dict[str, dict
     return {name: known[name] for name in names}
 
 
+def _folder(work: Path, name: str) -> Path:
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def _import(row: Row, built: dict) -> ModelSpec | None:
+    """The spec of a built file, or None with the row's reason."""
     if "error" in built:
         row.reason = f"its source could not build it: {built['error']}"
         return None
@@ -170,17 +204,21 @@ def _check(rows: dict[str, Row], files: dict[str, str], specs: dict[str, ModelSp
         return
 
 
-def _train(rows: dict[str, Row], scenarios: dict[tuple[str, str], Scenario], run: RunFile, train_only: list[str],
+Key = tuple[str, str, int]  # a training scenario's net, framework and input size
+
+
+def _train(rows: dict[str, Row], scenarios: dict[Key, Scenario], run: RunFile, train_only: list[str],
            written: Callable[[list[dict], list[errors.Row], dict], None]) -> None:
-    """Each net's training step in each framework (those the run file already has ok are kept; `train_only`: only
-    those nets are measured), the table written again after each net measured and once at the end, with the records
-    it reads (each writing fits the tuned half again: ten seconds for 240 records, ten minutes were it every net's)."""
+    """Each net's training steps in each framework and size (those the run file already has ok are kept;
+    `train_only`: only those nets are measured), the table written again after each net measured and once at the
+    end, with the records it reads (each writing fits the tuned half again: ten seconds for 240 records, ten
+    minutes were it every net's)."""
     written_once = False
-    for name in dict.fromkeys(name for name, _ in scenarios):
-        wanted = [(framework, scenario) for (net, framework), scenario in scenarios.items()
-                  if net == name and (not train_only or name in train_only) and not run.has_ok(scenario)]
+    for name, size in dict.fromkeys((name, size) for name, _, size in scenarios):
+        wanted = [(framework, scenario) for (net, framework, at), scenario in scenarios.items()
+                  if (net, at) == (name, size) and (not train_only or name in train_only) and not run.has_ok(scenario)]
         for framework, scenario in wanted:
-            print(f"zoo: training {name} in {framework}", flush=True)
+            print(f"zoo: training {name} in {framework} at {size} px", flush=True)
             run.add(run_scenario(scenario, timeout=SCENARIO_TIMEOUT_S))
         if wanted:
             written(*_estimate_errors(rows, run, scenarios))
@@ -190,12 +228,12 @@ def _train(rows: dict[str, Row], scenarios: dict[tuple[str, str], Scenario], run
 
 
 def _estimate_errors(rows: dict[str, Row], run: RunFile,
-                     scenarios: dict[tuple[str, str], Scenario]) -> tuple[list[dict], list[errors.Row], dict]:
+                     scenarios: dict[Key, Scenario]) -> tuple[list[dict], list[errors.Row], dict]:
     """Each trained net's status and the estimate's errors, from the records of the nets as built now (a record of
     an earlier build of the file, at another size or path, is another scenario and is left out), read again with
     today's rules and the published probes' constants, with the depth costs the tuned half's records measure
     (suites.analysis.depth); returns those records, the evaluated errors (`EVALUATED`) and the depth costs."""
-    current = {identity(scenario.to_dict()): name for (name, _), scenario in scenarios.items()}
+    current = {identity(scenario.to_dict()): (name, size) for (name, _, size), scenario in scenarios.items()}
     records = [record for key, record in run.records.items() if key in current]
     base, source = constants.load("cpu", with_depth=False), constants.published_name("cpu")
     fitted = depth.fit(accounting.reaccount({"records": records}, base or {}, source), source)
@@ -206,37 +244,51 @@ def _estimate_errors(rows: dict[str, Row], run: RunFile,
     errors_of = {(row.model, row.framework, row.phase): row.error for row in evaluated}
     for record in accounted:
         scenario = record["scenario"]
-        rows[current[identity(scenario)]].train[scenario["framework"]] = {
+        name, size = current[identity(scenario)]
+        row = rows[name]
+        (row.train_large if size == LARGE_SIZE else row.train)[scenario["framework"]] = {
             "status": record["status"], **{key: errors_of.get((scenario["model"], scenario["framework"], phase))
                                            for phase, key in EVALUATED.items()}}
     return records, evaluated, fitted
 
 
+def _figures(group: list[errors.Row], framework: str, margin: float | None) -> dict:
+    """A group's median, 90th percentile and largest error, its unsafe rate, and its unsafe rate with `margin`."""
+    figures = errors.summary(group)[(framework, EVALUATED_VIEW, "footprint")]
+    return {"nets": len({row.net for row in group}), "n": figures["n"], "median": figures["median"],
+            "p90": figures["p90"], "max": figures["worst"].error,
+            "worst": figures["worst"].net or figures["worst"].model,  # a model file's net, not its path
+            "unsafe": figures["unsafe"],
+            "unsafe_with_margin": None if margin is None else sum(row.unsafe(margin) for row in group) / len(group)}
+
+
 def evaluation(evaluated: list[errors.Row], nets: list[str]) -> dict:
-    """The field's figures per framework and half of the split (models/zoo_split.py): the median, 90th percentile
-    and largest error, the unsafe rate, and the held-out half's margin (`errors.margin`) with the unsafe rate of
-    each half once it is applied; `nets`: the table's, listed by half."""
+    """The field's figures per framework, half of the split (models/zoo_split.py) and size (the zoo's own; and
+    `LARGE_SIZE`, under "large"): the median, 90th percentile and largest error, the unsafe rate, and the held-out
+    half's margin with the unsafe rate of each group once it is applied. The margin is fitted to hold at both
+    sizes: the larger of the held-out half's `errors.margin` at each; `nets`: the table's, listed by half."""
     found: dict[str, dict] = {}
+    large: dict[str, dict] = {}
     for framework in dict.fromkeys(row.framework for row in evaluated):
         ours = [row for row in evaluated if row.framework == framework]
-        held_out = [row for row in ours if row.half == zoo_split.HELD_OUT]
-        margin = errors.margin(held_out) if held_out else None
-        for half in zoo_split.HALVES:
-            group = [row for row in ours if row.half == half]
-            if not group:
-                continue
-            figures = errors.summary(group)[(framework, EVALUATED_VIEW, "footprint")]
-            found.setdefault(framework, {})[half] = {
-                "nets": len({row.net for row in group}), "n": figures["n"], "median": figures["median"],
-                "p90": figures["p90"], "max": figures["worst"].error,
-                "worst": figures["worst"].net or figures["worst"].model,  # a model file's net, not its path
-                "unsafe": figures["unsafe"], **({"margin": margin} if half == zoo_split.HELD_OUT else {}),
-                "unsafe_with_margin": None if margin is None else sum(row.unsafe(margin) for row in group) / len(group)}
+        by_size = {size: [row for row in ours if (row.size == LARGE_SIZE) == (size == LARGE_SIZE)]
+                   for size in (SIZE, LARGE_SIZE)}
+        margins = {size: errors.margin(held_out) for size, group in by_size.items()
+                   if (held_out := [row for row in group if row.half == zoo_split.HELD_OUT])}
+        margin = max(margins.values()) if margins else None
+        for size, group in by_size.items():
+            for half in zoo_split.HALVES:
+                if members := [row for row in group if row.half == half]:
+                    figures = _figures(members, framework, margin)
+                    if half == zoo_split.HELD_OUT:
+                        figures |= {"margin": margin, "margin_at_size": margins.get(size)}
+                    (large if size == LARGE_SIZE else found).setdefault(framework, {})[half] = figures
     return {"device": "cpu", "phases": list(EVALUATED), "view": EVALUATED_VIEW, "quantile": errors.MARGIN_QUANTILE,
             "unsafe": f"the share of (net, phase) where the estimate is below the measured peak by more than "
                       f"{errors.UNSAFE_SHORTFALL:.0%}", "split": "models/zoo_split.py",
+            "margin": "the larger of the held-out half's margins at each size, so that it holds at both",
             "halves": {half: [name for name in nets if zoo_split.half_of(name) == half] for half in zoo_split.HALVES},
-            "frameworks": found}
+            "frameworks": found, "large": {"size": LARGE_SIZE, "frameworks": large}}
 
 
 def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[str], check_frameworks: list[str],
@@ -251,17 +303,24 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
     rows: dict[str, Row] = {}
     files: dict[str, str] = {}
     specs: dict[str, ModelSpec] = {}
+    large_files: dict[str, str] = {}
     for source in sources:
         names = [name for name in SOURCES[source][1] if not only or name in only]
         if not names:
             continue
-        folder = work / source
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, built in build_sources(source, names, folder).items():
+        for name, built in build_sources(source, names, _folder(work, source)).items():
             rows[name] = Row(source, name, SOURCES[source][1][name])
             spec = _import(rows[name], built)
             if spec:
                 files[name], specs[name] = built["file"], spec
+        large = [name for name in names if name in LARGE_NETS and name in files]
+        for name, built in build_sources(source, large, _folder(work, f"{source}-{LARGE_SIZE}"), LARGE_SIZE).items():
+            large_row = Row(source, name, LARGE_SIZE)
+            if _import(large_row, built):
+                large_files[name] = built["file"]
+            else:
+                rows[name].train_large = {framework: {"status": f"not imported at {LARGE_SIZE} px: {large_row.reason}"}
+                                          for framework in LARGE_FRAMEWORKS}
 
     def written(used: list[dict], evaluated: list[errors.Row], fitted: dict) -> None:
         """The table, with `used`: the training records it reads, `evaluated`: the estimate's errors on them, and
@@ -271,7 +330,9 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
                 "train": {"batch": TRAIN_BATCH, "device": "cpu", "frameworks": train_frameworks,
                           "error": "the estimate's relative error on the rise of train step 2 / of the inference "
                                    "after it (driver's view)",
-                          "records_by_commit": commits({"records": used})},  # a resumed run's are older
+                          "records_by_commit": commits({"records": used}),  # a resumed run's are older
+                          "large": {"size": LARGE_SIZE, "nets": [name for name in LARGE_NETS if name in rows],
+                                    "frameworks": [fw for fw in train_frameworks if fw in LARGE_FRAMEWORKS]}},
                 "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
                           "difference": "largest absolute output difference over the reference's largest value",
                           "rounding": "the source's own float32 output against its float64 one, the same measure"},
@@ -287,9 +348,12 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
     written([], [], {})
     if train_frameworks:
         run = RunFile("zoo", "cpu", work / "zoo-cpu.json")  # beside the built files it names, never published
-        scenarios = {(name, framework): Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH,
-                                                        device="cpu")
-                     for name, path in files.items() for framework in train_frameworks}
+        trained = [(name, rows[name].size, path, train_frameworks) for name, path in files.items()] + [
+            (name, LARGE_SIZE, path, [framework for framework in train_frameworks if framework in LARGE_FRAMEWORKS])
+            for name, path in large_files.items()]  # every net at its zoo size first
+        scenarios = {(name, framework, size): Scenario.create(framework, None, path, kind="train",
+                                                              batch=TRAIN_BATCH, device="cpu")
+                     for name, size, path, frameworks in trained for framework in frameworks}
         if seeded:
             print(f"zoo: {zoo_records.take(run, scenarios.values(), seeded)} records taken from {seed}", flush=True)
         _train(rows, scenarios, run, train_only, written)

@@ -24,11 +24,12 @@ def _rounding(row: dict) -> str:
     return "-" if row.get("rounding") is None else f"{row['rounding']:.1e}"
 
 
-def _train(row: dict, framework: str) -> str:
-    """The estimate's error on train step 2 and, after the slash, on inference (an older table: the step's only)."""
-    found = row["train"].get(framework)
+def _train(row: dict, framework: str, key: str = "train") -> str:
+    """The estimate's error on train step 2 and, after the slash, on inference (an older table: the step's only);
+    `key`: "train_large" for the net trained at the larger size, where it was."""
+    found = row.get(key, {}).get(framework)
     if not found:
-        return "not run" if row["spec_counts"] is not None else "-"
+        return "not run" if row["spec_counts"] is not None and key == "train" else "-"
     if found["status"] != "ok":
         return found["status"]
     shown = [found[key] for key in ("estimate_error", "inference_error") if key in found]
@@ -46,15 +47,19 @@ def _evaluation(evaluation: dict | None) -> list[str]:
              f"percentile and worst; unsafe: {evaluation['unsafe']}; the margin: the "
              f"{evaluation['quantile']:.0%} quantile of the held-out half's shortfalls, which `estimate --budget` "
              f"adds.", "",
-             "| framework | half | nets | phases | median | p90 | worst | unsafe | margin | unsafe with the margin |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| framework | half | input | nets | phases | median | p90 | worst | unsafe | margin at this size "
+             "| margin | unsafe with the margin |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    large = evaluation.get("large") or {"frameworks": {}}
     for framework, halves in evaluation["frameworks"].items():
         margin = (halves.get("held-out") or {}).get("margin")
-        for half, figures in halves.items():
-            with_margin = figures["unsafe_with_margin"]
-            lines.append(f"| {framework} | {half} | {figures['nets']} | {figures['n']} | {figures['median']:.1%} | "
-                         f"{figures['p90']:.1%} | {figures['max']:+.1%} ({figures['worst']}) | {figures['unsafe']:.0%} "
-                         f"| {'-' if margin is None else f'+{margin:.0%}'} | "
+        groups = [("zoo's", half, figures) for half, figures in halves.items()] + [
+            (f"{large['size']} px", half, figures) for half, figures in large["frameworks"].get(framework, {}).items()]
+        for size, half, figures in groups:
+            with_margin, at_size = figures["unsafe_with_margin"], figures.get("margin_at_size")
+            lines.append(f"| {framework} | {half} | {size} | {figures['nets']} | {figures['n']} | "
+                         f"{figures['median']:.1%} | {figures['p90']:.1%} | {figures['max']:+.1%} ({figures['worst']}) "
+                         f"| {figures['unsafe']:.0%} | {'-' if at_size is None else f'+{at_size:.0%}'} | "
+                         f"{'-' if margin is None else f'+{margin:.0%}'} | "
                          f"{'-' if with_margin is None else f'{with_margin:.0%}'} |")
     return [*lines, ""]
 
@@ -68,6 +73,7 @@ def _measured_at(train: dict) -> str:
 
 def markdown(data: dict) -> str:
     rows, check, train = data["rows"], data["check"], data["train"]
+    large = train.get("large") or {"frameworks": []}  # the nets trained again at the size users train
     imported = [row for row in rows if row["spec_counts"] is not None]
     equal = [row for row in imported if tuple(row["spec_counts"]) == tuple(row["source_counts"])]
     agree = [row for row in imported if row["check"] and all(value <= check["tolerance"]
@@ -88,11 +94,14 @@ def markdown(data: dict) -> str:
              + f", batch {train['batch']} on the {train['device']}{_measured_at(train)}.", "",
              *_evaluation(data.get("evaluation")),
              "| source | net | half | input | counts | " + " | ".join(f"output {fw}" for fw in check["frameworks"])
-             + " | rounding | " + " | ".join(f"estimate {fw}" for fw in train["frameworks"]) + " | why not |",
-             "|---|---|---|---:|---|" + "---:|" * (len(check["frameworks"]) + 1 + len(train["frameworks"])) + "---|"]
+             + " | rounding | " + " | ".join(f"estimate {fw}" for fw in train["frameworks"])
+             + "".join(f" | estimate {fw} at {large['size']} px" for fw in large["frameworks"]) + " | why not |",
+             "|---|---|---|---:|---|" + "---:|" * (len(check["frameworks"]) + 1 + len(train["frameworks"])
+                                                   + len(large["frameworks"])) + "---|"]
     for row in rows:
         why = (row["reason"] or row["check_reason"] or "").replace("|", "\\|")
         lines.append(f"| {row['source']} | {row['name']} | {row.get('half', '-')} | {row['size']} | {_counts(row)} | "
                      + " | ".join(_check(row, fw, tolerance) for fw in check["frameworks"]) + f" | {_rounding(row)} | "
-                     + " | ".join(_train(row, fw) for fw in train["frameworks"]) + f" | {why} |")
+                     + " | ".join(_train(row, fw) for fw in train["frameworks"])
+                     + "".join(f" | {_train(row, fw, 'train_large')}" for fw in large["frameworks"]) + f" | {why} |")
     return "\n".join(lines) + "\n"
