@@ -180,19 +180,25 @@ def dilated_net() -> tuple[onnx.ModelProto, str]:
 
 
 def timm_net() -> tuple[onnx.ModelProto, str]:
-    """timm's forms in a dynamic-batch export: ConvNeXt's layer scale `x.mul(gamma.reshape(1, -1, 1, 1))`, as the
-    (1, C, 1, 1) initializer the exporter folds it to and as a Reshape of the (C,) parameter (to (1, C, 1, 1) and to
-    (C, 1, 1)); GhostNet's `out[:, :n]`, a Slice over the batch to INT64_MAX and two to its size, Shape(x)[0] (a
-    Gather of the Shape, and a Shape from 0 to 1), then its `x += shortcut` as torch's slice_scatter over the whole
-    batch: a ScatterND at indices Range(0, Shape(x)[0], 1), sliced whole and unsqueezed to (N, 1), as the exporter
-    builds them; then a Slice over the channels."""
+    """timm's forms in a dynamic-batch export: ConvNeXt's layer scale `x.mul(gamma.reshape(1, -1, 1, 1))`, as the (1,
+    C, 1, 1) initializer the exporter folds it to and as a Reshape of the (C,) parameter (to (1, C, 1, 1), to (C, 1,
+    1), and to a Concat of four constants, as torch 2.13's exporter writes it); MobileOne's `out += identity_out`
+    where the block has no identity branch (0: a Cast of a scalar zero); GhostNet's `out[:, :n]`, a Slice over the
+    batch to INT64_MAX and two to its size, Shape(x)[0] (a Gather of the Shape, and a Shape from 0 to 1), then its
+    `x += shortcut` as torch's slice_scatter over the whole batch: a ScatterND at indices Range(0, Shape(x)[0], 1),
+    sliced whole and unsqueezed to (N, 1), as the exporter builds them; then a Slice over the channels."""
     net = _Net(3, 6)
     x = net.conv("image", "conv", 16, 3, 3, pads=[1, 1, 1, 1])
     x = net.node("Mul", [x, net.weight("folded.gamma", 1, 16, 1, 1)], "folded")
     x = net.node("Mul", [net.node("Reshape", [net.weight("nchw.gamma", 16), net.constant("nchw", [1, -1, 1, 1])],
                                   "nchw_view"), x], "nchw")
-    x = shortcut = net.node("Mul", [x, net.node("Reshape", [net.weight("chw.gamma", 16),
-                                                            net.constant("chw", [-1, 1, 1])], "chw_view")], "chw")
+    x = net.node("Mul", [x, net.node("Reshape", [net.weight("chw.gamma", 16),
+                                                 net.constant("chw", [-1, 1, 1])], "chw_view")], "chw")
+    target = net.node("Concat", [net.constant(f"dim{index}", [size]) for index, size in enumerate((1, -1, 1, 1))],
+                      "target", axis=0)
+    x = net.node("Mul", [x, net.node("Reshape", [net.weight("concat.gamma", 16), target], "concat_view")], "concat")
+    zero = net.node("Cast", [net.constant("scalar_zero", 0.0, np.float64)], "scalar_tensor_default", to=1)
+    x = shortcut = net.node("Add", [x, zero], "no_identity")
     zero, batch = net.constant("zero", [0]), net.constant("batch", [0])
     x = net.node("Slice", [x, zero, net.constant("max", [2**63 - 1]), batch], "to_max")
     size = net.node("Gather", [net.node("Shape", [x], "shape"), net.constant("first", 0)], "size", axis=0)
@@ -304,11 +310,11 @@ def test_timms_layer_scales_are_layerscales_and_its_slices_over_the_batch_no_lay
     spec = load_spec_file(_save(model, tmp_path, "timm"))
     assert [(entry["type"], entry["name"]) for entry in spec.to_dict()["layers"]] == [
         ("conv2d", "conv"), ("layerscale", "folded"), ("layerscale", "nchw"), ("layerscale", "chw"),
-        ("add", "add"), ("channel_slice", "out_chs"), ("global_avg_pool", "gap"), ("flatten", "flat"),
-        ("dense", "fc")]
+        ("layerscale", "concat"), ("add", "add"), ("channel_slice", "out_chs"), ("global_avg_pool", "gap"),
+        ("flatten", "flat"), ("dense", "fc")]
     gammas = {init.name: numpy_helper.to_array(init).reshape(-1) for init in model.graph.initializer}
     weights = canonical_weights(model, spec)
-    for index, name in ((1, "folded"), (2, "nchw"), (3, "chw")):
+    for index, name in ((1, "folded"), (2, "nchw"), (3, "chw"), (4, "concat")):
         np.testing.assert_array_equal(weights[f"layer{index}_scale"], gammas[f"{name}.gamma"])
     onnx.save(model, tmp_path / "beside.onnx", save_as_external_data=True, location="weights.bin", size_threshold=0)
     monkeypatch.setattr(onnx_external, "SHAPES_ONLY_BYTES", 32)  # the targets read, each gamma (64 bytes) not
@@ -490,8 +496,7 @@ def test_a_decomposition_that_computes_no_adaptive_pool_is_refused_as_its_transp
 
 
 @pytest.mark.parametrize(("name", "message"), [
-    ("default", "node 'node_Conv_37' (Conv) has a batch norm fused in by the default exporter "
-                "(FuseBatchNormIntoConv): an inference graph"),
+    ("default", "node 'node_Conv_37' (Conv) has a batch norm fused in (FuseBatchNormIntoConv): an inference graph"),
     ("legacy", "node '/stem/Conv' (Conv) reads a weight the exporter computed ('onnx::Conv_")])
 def test_a_graph_whose_batch_norms_were_fused_is_refused_naming_the_export_that_keeps_them(name: str, message: str,
                                                                                           tmp_path: Path) -> None:
@@ -501,7 +506,8 @@ def test_a_graph_whose_batch_norms_were_fused_is_refused_naming_the_export_that_
     with pytest.raises(SpecError) as error:
         load_spec_file(path)
     assert str(error.value).startswith(f"{path}: {message}") and "\n" not in str(error.value)
-    assert "optimize=False" in str(error.value) and "TrainingMode.PRESERVE" in str(error.value)
+    assert str(error.value).endswith(f"; fix: {Fix.KEEP_BATCH_NORMS}") and "optimize=False" in str(error.value)
+    assert len(str(error.value).removeprefix(f"{path}: ")) <= 200
     out = tmp_path / "run.json"
     done = run_cli("run", "--framework", "torch", "--model-file", str(path), "--device", "cpu", "--out", str(out))
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [f"python -m suites: error: {error.value}"]
@@ -677,7 +683,7 @@ def test_a_refusal_with_a_known_fix_names_it_in_its_line(case: str, tmp_path: Pa
     with pytest.raises(SpecError) as error:
         load_spec_file(path)
     assert str(error.value).startswith(f"{path}: {reason}") and str(error.value).endswith(f"; fix: {fix}")
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(error.value) and len(str(error.value).removeprefix(f"{path}: ")) <= 200
 
 
 def test_each_known_fix_is_short_and_listed_in_the_docs() -> None:

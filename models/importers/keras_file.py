@@ -401,8 +401,8 @@ class _Importer:
         if not isinstance(batch_shape, list) or len(batch_shape) < 2 or not all(isinstance(s, int)
                                                                                  for s in batch_shape[1:]):
             sized = isinstance(batch_shape, list) and None in batch_shape[1:]  # built with its image size open
-            raise SpecError(f"the model's input shape {batch_shape!r} must be known (no None besides the batch)"
-                            + (f"; fix: {Fix.KERAS_INPUT_SHAPE}" if sized else ""))
+            raise SpecError(f"the model's input shape {batch_shape!r} must be known"
+                            + (f"; fix: {Fix.KERAS_INPUT_SHAPE}" if sized else " (no None besides the batch)"))
         shape = tuple(positive(size, "input_shape entries") for size in batch_shape[1:])  # before any layer's
         if self.input_shape not in (None, shape):
             raise SpecError(f"the model has a second input, of shape {batch_shape!r} (the first's is "

@@ -346,9 +346,9 @@ class _Importer:
         if len(sizes) not in (2, 4) or not all(size and 0 < size <= MAX_SIZE for size in sizes[1:]):
             shown = [size or dim.dim_param or "?" for size, dim in zip(sizes, dims, strict=True)]
             sized = len(sizes) == 4 and None in sizes[1:]  # an image exported with its size dynamic
-            raise SpecError(f"{self.source}: the input {inputs[0].name!r} has shape {shown}; the importer reads "
-                            f"(N, C, H, W) or (N, F) with all but the batch known (and at most {MAX_SIZE:,})"
-                            + (f"; fix: {Fix.BATCH_DYNAMIC_ONLY}" if sized else ""))
+            raise SpecError(f"{self.source}: the input {inputs[0].name!r} has shape {shown}; " + (
+                f"its height and width must be known; fix: {Fix.BATCH_DYNAMIC_ONLY}" if sized else
+                f"the importer reads (N, C, H, W) or (N, F) with all but the batch known (and at most {MAX_SIZE:,})"))
         self.shapes[MODEL_INPUT] = (*sizes[2:], sizes[1]) if len(sizes) == 4 else (sizes[1],)
         self.batch = sizes[0]
         self.tensors[inputs[0].name] = _Tensor(MODEL_INPUT, FIRST if len(sizes) == 4 else SAME)

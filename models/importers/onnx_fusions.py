@@ -29,8 +29,8 @@ def fused_batch_norm(model: onnx.ModelProto) -> str | None:
         rules = next((entry.value for entry in node.metadata_props if entry.key == RULE_KEY), "")
         fused = next((rule.strip() for rule in rules.split(",") if rule.strip().startswith(FUSION_RULE)), None)
         if fused:
-            return (f"node {node.name!r} ({node.op_type}) has a batch norm fused in by the default exporter ({fused}): "
-                    f"an inference graph; fix: {Fix.KEEP_BATCH_NORMS}")
+            return (f"node {node.name!r} ({node.op_type}) has a batch norm fused in ({fused}): an inference graph; "
+                    f"fix: {Fix.KEEP_BATCH_NORMS}")
     if model.producer_name != "pytorch":
         return None
     initializers = {initializer.name for initializer in model.graph.initializer}
@@ -38,5 +38,5 @@ def fused_batch_norm(model: onnx.ModelProto) -> str | None:
         if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in initializers and \
                 COMPUTED_WEIGHT.fullmatch(node.input[1]):
             return (f"node {node.name!r} (Conv) reads a weight the exporter computed ({node.input[1]!r}): "
-                    f"TrainingMode.EVAL fused a batch norm in, an inference graph; fix: {Fix.KEEP_BATCH_NORMS}")
+                    f"a batch norm fused in, an inference graph; fix: {Fix.KEEP_BATCH_NORMS}")
     return None
