@@ -237,7 +237,7 @@ def test_errors_command_prints_the_table_and_refuses_a_bad_file(tmp_path: Path) 
     name = "results/h100-ec3adfa/default-cuda.json"
     done = subprocess.run([sys.executable, "-m", "suites", "errors", name], capture_output=True, text=True,
                           cwd=ROOT, check=True)
-    assert f"| {name} | jax | allocator | footprint | tuned | 12 |" in done.stdout
+    assert f"| {name} | jax | allocator | footprint | tuned | - | 12 |" in done.stdout
     bad = tmp_path / "nothing.json"
     bad.write_text("{}")
     refused = subprocess.run([sys.executable, "-m", "suites", "errors", str(bad)], capture_output=True, text=True,
