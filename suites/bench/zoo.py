@@ -314,7 +314,9 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
             if spec:
                 files[name], specs[name] = built["file"], spec
         large = [name for name in names if name in LARGE_NETS and name in files]
-        for name, built in build_sources(source, large, _folder(work, f"{source}-{LARGE_SIZE}"), LARGE_SIZE).items():
+        built_large = build_sources(source, large, _folder(work, f"{source}-{LARGE_SIZE}"), LARGE_SIZE) if large \
+            else {}
+        for name, built in built_large.items():
             large_row = Row(source, name, LARGE_SIZE)
             if _import(large_row, built):
                 large_files[name] = built["file"]
