@@ -1,16 +1,17 @@
 """`python -m suites zoo` (`make zoo`): the public conv nets, as their users have them, through the suite.
 
-Each net of `keras.applications` and of torchvision is built in its own source with weights=None at a small input
-(frameworks/zoo_sources.py; Keras as a `.keras` file, torchvision exported to ONNX from train() with
-optimize=False), then imported as a user's file is. Per net the table says: imported, or the importer's one-line
-reason; the spec's counts against the source's; the largest output difference per framework with the file's own
-weights (`models --check`, suites/run/import_check.py); and the estimate's error on a training step at batch 8 on
-this CPU per framework (the rise of train step 2 and of the inference after it, the driver's view). Its head is the
-field's figures on the held-out and tuned halves of the split (models/zoo_split.py) apart, with the margin the
-held-out half asks for (suites/analysis/margins.py reads it). Written to `results/zoo-<commit>/`: zoo.json
-(self-describing) and zoo.md (the table), after each step. The built files and the run file of the training steps
-(`python -m suites errors` reads it; each record names its commit) stay in results/local/zoo/ (git-ignored): a
-second call rebuilds nothing and trains only what the run file lacks.
+Each net of `keras.applications`, of torchvision (its classifiers and segmentation nets) and of timm is built in its
+own source with weights=None at a small input (frameworks/zoo_sources.py; Keras as a `.keras` file, torchvision's and
+timm's exported to ONNX from train() with optimize=False), then imported as a user's file is. Per net the table says:
+imported, or the importer's one-line reason; the spec's counts against the source's; the largest output difference
+per framework with the file's own weights (`models --check`, suites/run/import_check.py); and the estimate's error on
+a training step at batch 8 on this CPU per framework (the rise of train step 2 and of the inference after it, the
+driver's view), and for the held-out nets of LARGE_NETS again at LARGE_SIZE, the size users train at. Its head is the
+field's figures on the held-out and tuned halves of the split (models/zoo_split.py) and on each size apart, with the
+margin the held-out half asks for at both sizes (suites/analysis/margins.py reads it). Written to
+`results/zoo-<commit>/`: zoo.json (self-describing) and zoo.md (the table), after each step. The built files and the
+run file of the training steps (`python -m suites errors` reads it; each record names its commit) stay in
+results/local/zoo/ (git-ignored): a second call rebuilds nothing and trains only what the run file lacks.
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in
     "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}
 SEGMENTATION_NETS = ("fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")
 TORCHVISION_NETS |= {name: SIZE for name in SEGMENTATION_NETS}
-# timm's conv nets, `pretrained=False` at its defaults: two to six of each family from its small end (a CPU trains
-# each at batch 8), the families models/zoo_split.py names, every architecture of timm's that is a conv net with
-# one output (no attention block); a net whose name torchvision's has (densenet121, inception_v3,
-# efficientnet_b0) is left to torchvision. Some are refused by name: the table says why.
+# timm's conv nets (no attention block), `pretrained=False` at its defaults: one to six of each of the 33 families
+# models/zoo_split.py names, from each family's small end (a CPU trains each at batch 8); a net whose name
+# torchvision's has (densenet121, inception_v3, efficientnet_b0) is left to torchvision. Those the importer refuses
+# are rows too: the table says why.
 TIMM_NETS = {name: SIZE for name in (
     "resnet10t", "resnet14t", "resnet26d", "resnet34d", "resnetv2_50", "resnet33ts", "resnetrs50", "seresnet18",
     "seresnext26d_32x4d", "ecaresnet26t", "gcresnet33ts", "skresnet18", "res2net50_14w_8s", "resnest14d",
