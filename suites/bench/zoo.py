@@ -58,7 +58,7 @@ TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in
     "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}
 SEGMENTATION_NETS = ("fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")
 TORCHVISION_NETS |= {name: SIZE for name in SEGMENTATION_NETS}
-# timm's conv nets (no attention block), `pretrained=False` at its defaults: one to six of each of the 33 families
+# timm's conv nets (no attention block), `pretrained=False` at its defaults: one to six of each of the 35 families
 # models/zoo_split.py names, from each family's small end (a CPU trains each at batch 8); a net whose name
 # torchvision's has (densenet121, inception_v3, efficientnet_b0) is left to torchvision. Those the importer refuses
 # are rows too: the table says why.
