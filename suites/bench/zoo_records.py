@@ -24,6 +24,7 @@ KIND = "footprint-zoo-records"
 SCHEMA_VERSION = 1
 FILE = "zoo-records.json"
 _WHERE = ("model", "model_file", "spec_json")  # where the file lies (a file's model is its path), and its spec
+UNREAD = ("timeline",)  # the memory samples over time: for plots; the table reads the phases, and it is 2/5 of a record
 
 
 def _kept(scenario: dict) -> dict:
@@ -40,7 +41,8 @@ def write(folder: Path, records: Iterable[dict]) -> None:
         "schema_version": SCHEMA_VERSION, "kind": KIND, "git_commit": environment.git_commit(),
         "about": "the zoo's training records; each scenario names its file and its spec's sha256 (python -m suites "
                  "zoo --seed takes them back where the rebuilt file imports to the same spec)",
-        "records": [record | {"scenario": _kept(record["scenario"])} for record in records]})
+        "records": [{key: value for key, value in record.items() if key not in UNREAD} | {
+            "scenario": _kept(record["scenario"])} for record in records]})
 
 
 def read(folder: Path) -> list[dict]:
