@@ -90,9 +90,11 @@ def test_every_zoo_net_is_in_one_family_and_the_catalogues_families_are_the_tune
     were shaped on (the catalogue's) tuned, the rest held out, and so is any net the split does not name."""
     members = [name for _, names in zoo_split.FAMILIES.values() for name in names]
     assert sorted(members) == sorted([*zoo.KERAS_NETS, *zoo.TORCHVISION_NETS, *zoo.TIMM_NETS])
-    assert set(zoo.LARGE_NETS) <= set(held_out_nets := [name for name in members
-                                                         if zoo_split.half_of(name) == zoo_split.HELD_OUT])
-    assert len(zoo.LARGE_NETS) >= 12 and len(held_out_nets) >= len(members) / 2
+    held_out_nets = [name for name in members if zoo_split.half_of(name) == zoo_split.HELD_OUT]
+    assert set(zoo.LARGE_HELD_OUT) <= set(held_out_nets) and len(held_out_nets) >= len(members) / 2
+    assert {zoo_split.half_of(name) for name in zoo.LARGE_TUNED} == {zoo_split.TUNED}
+    families = {family for family, (_, names) in zoo_split.FAMILIES.items() if set(names) & set(zoo.LARGE_HELD_OUT)}
+    assert len(families) == len(zoo.LARGE_HELD_OUT) >= 12
     assert all(zoo_split.half_of(name) == zoo_split.TUNED for name in ("vgg16", "resnet50", "mobilenetv2",
                                                                        "densenet121", "plain-8"))
     assert {zoo_split.half_of(name) for name in ("VGG16", "ResNet50", "MobileNetV2", "DenseNet121")} == {"tuned"}

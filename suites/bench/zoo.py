@@ -6,7 +6,7 @@ timm's exported to ONNX from train() with optimize=False), then imported as a us
 imported, or the importer's one-line reason; the spec's counts against the source's; the largest output difference
 per framework with the file's own weights (`models --check`, suites/run/import_check.py); and the estimate's error on
 a training step at batch 8 on this CPU per framework (the rise of train step 2 and of the inference after it, the
-driver's view), and for the held-out nets of LARGE_NETS again at LARGE_SIZE, the size users train at. Its head is the
+driver's view), and for the nets of LARGE_NETS again at LARGE_SIZE, the size users train at. Its head is the
 field's figures on the held-out and tuned halves of the split (models/zoo_split.py) and on each size apart, with the
 margin the held-out half asks for at both sizes (suites/analysis/margins.py reads it). Written to
 `results/zoo-<commit>/`: zoo.json (self-describing) and zoo.md (the table), after each step. The built files and the
@@ -76,12 +76,18 @@ TIMM_NETS = {name: SIZE for name in (
 SOURCES = {"keras": ("keras-tensorflow", KERAS_NETS), "torchvision": ("zoo-torch", TORCHVISION_NETS),
            "timm": ("zoo-torch", TIMM_NETS)}
 TRAIN_BATCH = 8
-# The size users train at: the held-out nets below are built and trained again at it, in the frameworks below (the
-# estimate's error at 64 px need not be its error at 224, where activations outweigh the weights)
+# The size users train at: the nets below are built and trained again at it, in the frameworks below (the estimate's
+# error at 64 px need not be its error at 224, where activations outweigh the weights). Twelve held-out nets of
+# twelve families, judged there; and eight tuned nets of the four tuned families, whose records the depth costs are
+# fitted on (suites.analysis.depth), so that the rules meet the size users train at on nets they may be tuned on
 LARGE_SIZE = 224
 LARGE_FRAMEWORKS = ("torch", "jax")
-LARGE_NETS = ("efficientnet_lite0", "ghostnet_100", "mixnet_s", "mnasnet_100", "regnetx_002", "rexnet_100",
-              "cspresnet50", "convnext_atto", "lcnet_050", "repvgg_a0", "squeezenet1_1", "lraspp_mobilenet_v3_large")
+LARGE_HELD_OUT = ("efficientnet_lite0", "ghostnet_100", "mixnet_s", "mnasnet_100", "regnetx_002", "rexnet_100",
+                  "cspresnet50", "convnext_atto", "lcnet_050", "repvgg_a0", "squeezenet1_1",
+                  "lraspp_mobilenet_v3_large")
+LARGE_TUNED = ("resnet18", "resnet10t", "resnet26d", "mobilenet_v2", "mobilenet_v3_small", "mobilenetv3_large_100",
+               "densenet121", "vgg11_bn")
+LARGE_NETS = LARGE_HELD_OUT + LARGE_TUNED
 # the phases the estimate is judged on, and the key of each net's error in the table, in the driver's view
 EVALUATED = {"train_step_2": "estimate_error", "inference": "inference_error"}
 EVALUATED_VIEW = "driver"
