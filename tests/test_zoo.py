@@ -3,6 +3,7 @@ itself is a published command (make zoo), not a test."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 from pathlib import Path
@@ -132,40 +133,43 @@ def test_the_margin_holds_at_both_sizes_and_each_size_is_judged_apart(monkeypatc
 def test_the_depth_costs_are_least_squares_over_the_tuned_nets_and_reach_the_estimate() -> None:
     """`depth.fit` over the published CPU run's nets (the catalogue's: the tuned half), above the published
     constants with the kind costs: for JAX, whose kind probes ran, a scale on their sum and a cost per full conv
-    kernel byte; for torch, whose did not, a cost per distinct and per repeating layer. No pair of non-negative
-    costs leaves smaller squares than its own, and merged beside the probe's constants they are what `overhead`
-    adds."""
+    kernel byte; for torch, whose did not, a cost per net and per distinct and repeating layer. No non-negative
+    costs near them leave smaller squares than their own, and merged beside the probe's constants they are what
+    `overhead` adds."""
     run = json.loads((ROOT / "results" / "cpu-eb50ac8" / "default-cpu.json").read_text())
     base, source = constants.load("cpu", with_depth=False), constants.published_name("cpu")
     accounted = accounting.reaccount(run, base, source)
     fitted = depth.fit(accounted, source, constants.PROBES)
-    for framework, rule in (("jax", "kinds"), ("torch", "layers")):
-        entry = fitted["frameworks"][framework]["train"]
+    for framework, kind, phase, rule in (("jax", "train", "train_step_2", "kinds"),
+                                         ("torch", "infer", "inference", "layers")):  # its train records: 2 nets
+        entry = fitted["frameworks"][framework][kind]
         assert entry["probe_distinct"] == 5 and "resnet50" in entry["nets"]
-        costs = entry["phases"]["train_step_2"]["driver"]
-        first, second = (costs[name] for name in depth.NAMES[rule])
-        fixed = base["frameworks"][framework]["train"]["phases"]["train_step_2"]["driver"]
+        costs = [entry["phases"][phase]["driver"][name] for name in depth.NAMES[rule]]
+        fixed = base["frameworks"][framework][kind]["phases"][phase]["driver"]
         nets = [record for record in accounted if (record["scenario"]["framework"], record["scenario"]["kind"]) == (
-            framework, "train") and record["scenario"]["model"] not in constants.PROBES]
+            framework, kind) and record["scenario"]["model"] not in constants.PROBES]
         points = []
         for record in nets:
-            found, x1, x2 = depth.features(record["estimate"]["constants"], record["estimate"], "train_step_2",
-                                            "driver")
-            driver = record["comparison"]["train_step_2"]["driver"]
-            assert found == rule
-            points.append((x1, x2, driver["measured"] - driver["tensors"] - fixed))
+            found, multiplied = depth.features(record["estimate"]["constants"], record["estimate"], phase, "driver")
+            driver = record["comparison"][phase]["driver"]
+            assert found == rule and len(multiplied) == len(costs)
+            points.append((multiplied, driver["measured"] - driver["tensors"] - fixed))
 
-        def squares(a: float, b: float, taken: list = points) -> float:
-            return sum((y - a * x1 - b * x2) ** 2 for x1, x2, y in taken)
+        def squares(tried: list[float], taken: list = points) -> float:
+            return sum((y - sum(cost * x for cost, x in zip(tried, multiplied, strict=True))) ** 2
+                       for multiplied, y in taken)
 
-        best, step = squares(first, second), (0.01 if rule == "kinds" else 2**20)
-        assert best <= squares(0, 0)
-        assert all(best <= squares(first + a, max(second + b, 0)) * (1 + 1e-6)
-                   for a in (-step, step) for b in (-step, step) if first + a >= 0)
-        known = constants.lookup(depth.merged(base, fitted, source), framework, "train")
-        resnet = estimate(get_model("resnet50"), "train", 8, framework=framework)
-        x1, x2 = depth.features(known, resnet.to_dict(), "train_step_2", "driver")[1:]
-        assert constants.overhead(known, "train_step_2", "driver", resnet) == fixed + round(first * x1 + second * x2)
+        best = squares(costs)
+        assert best <= squares([0] * len(costs)) and min(costs) >= 0
+        step = 0.01 if rule == "kinds" else 2**20  # past what the costs' rounding moves them
+        for index, moved in itertools.product(range(len(costs)), (-step, step)):
+            tried = [cost + (moved if where == index else 0) for where, cost in enumerate(costs)]
+            assert min(tried) < 0 or best <= squares(tried) * (1 + 1e-6)
+        known = constants.lookup(depth.merged(base, fitted, source), framework, kind)
+        resnet = estimate(get_model("resnet50"), kind, 8, framework=framework)
+        multiplied = depth.features(known, resnet.to_dict(), phase, "driver")[1]
+        assert constants.overhead(known, phase, "driver", resnet) == fixed + round(
+            sum(cost * x for cost, x in zip(costs, multiplied, strict=True)))
     assert depth.merged(base, fitted, "another constants file") is base  # measured above other constants: unused
 
 

@@ -185,9 +185,9 @@ def overhead(known: dict | None, phase: str, view: str, analytic: Estimate) -> i
     Where the kind probes ran (`kind_costs`), each layer costs what its kind's probes measured, distinct or
     repeating (suites.analysis.kind_costs); where the zoo's tuned half measured how that carries to real nets
     (`depth`, from suites.analysis.depth), that sum is scaled and a cost per byte of full conv kernels added.
-    Without kind probes, the tuned half's cost per distinct layer (code compiled for it) and per layer that repeats
-    an earlier one; else, where the depth probe ran, its one cost per layer (a runtime that does not grow with
-    depth, measured as a small negative, adds nothing)."""
+    Without kind probes, the tuned half's cost per net, per distinct layer (code compiled for it) and per layer
+    that repeats an earlier one; else, where the depth probe ran, its one cost per layer (a runtime that does not
+    grow with depth, measured as a small negative, adds nothing)."""
     fixed = ((known or {}).get("phases", {}).get(phase) or {}).get(view)
     if fixed is None:
         return None
@@ -199,7 +199,8 @@ def overhead(known: dict | None, phase: str, view: str, analytic: Estimate) -> i
     if "per_distinct" in fitted:
         extra_distinct = max(analytic.distinct_layers - known["depth"]["probe_distinct"], 0)
         repeats = analytic.layers - analytic.distinct_layers
-        return fixed + round(fitted["per_distinct"] * extra_distinct + fitted["per_repeat"] * repeats)
+        return fixed + round(fitted.get("per_net", 0) + fitted["per_distinct"] * extra_distinct
+                             + fitted["per_repeat"] * repeats)
     depth = (known or {}).get("per_layer") or {}
     slope = (depth.get("phases", {}).get(phase) or {}).get(view)
     if slope is None:
