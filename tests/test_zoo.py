@@ -8,6 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy
 import pytest
 
 from models import catalogue, zoo_split
@@ -171,6 +172,18 @@ def test_the_depth_costs_are_least_squares_over_the_tuned_nets_and_reach_the_est
         assert constants.overhead(known, phase, "driver", resnet) == fixed + round(
             sum(cost * x for cost, x in zip(costs, multiplied, strict=True)))
     assert depth.merged(base, fitted, "another constants file") is base  # measured above other constants: unused
+
+
+def test_the_depth_costs_are_non_negative_least_squares_in_bytes_past_int64s_range() -> None:
+    """Costs that explain the bytes exactly are found, however large the bytes (a GiB's squared passes int64's range);
+    a cost least squares would make negative is zero, and the others are fitted without it."""
+    exact = [((1, layers, kernel), 20 * 2**20 + 3 * layers * 2**20 + 2 * kernel)
+             for layers, kernel in ((100, 2**30), (300, 2**29), (50, 3 * 2**30), (700, 2**29))]
+    assert numpy.allclose(depth._least_squares(exact), (20 * 2**20, 3 * 2**20, 2))
+    below = [((layers,), -layers * 2**20) for layers in (10, 100, 1000)]  # each held less than the probe
+    assert depth._least_squares(below) == (0.0,)
+    shared = [((1, layers), 2**30 - layers * 2**20) for layers in (10, 20)]
+    assert numpy.allclose(depth._least_squares(shared), (2**30 - 15 * 2**20, 0))
 
 
 def test_the_published_kind_costs_count_once_a_zoo_fitted_above_them(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,10 +30,11 @@ from suites.analysis import kind_costs
 
 def _least_squares(points: list[tuple[tuple[float, ...], float]]) -> tuple[float, ...]:
     """The costs, none below zero, minimizing the squares of y - sum(cost * x) over `points` ((x...), y): numpy's
-    least squares on each subset of the features, the best whose costs are all non-negative (with three features
-    at most, this is the non-negative least squares)."""
+    least squares on each subset of the features, the best whose costs are all non-negative (the exact non-negative
+    least squares, for the two or three features a rule has). In floats: a GiB's bytes squared pass int64's range."""
     columns = len(points[0][0])
-    features, targets = numpy.array([x for x, _ in points], dtype=float), numpy.array([y for _, y in points])
+    features, targets = (numpy.array([x for x, _ in points], dtype=float),
+                         numpy.array([y for _, y in points], dtype=float))
     best, best_squares = (0.0,) * columns, float(numpy.sum(targets ** 2))
     for support in itertools.chain.from_iterable(itertools.combinations(range(columns), size)
                                                  for size in range(1, columns + 1)):
