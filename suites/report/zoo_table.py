@@ -32,12 +32,12 @@ def _train(row: dict, framework: str, key: str = "train") -> str:
         return "not run" if row["spec_counts"] is not None and key == "train" else "-"
     if found["status"] != "ok":
         return found["status"]
-    shown = [found[key] for key in ("estimate_error", "inference_error") if key in found]
+    shown = [found[error] for error in ("estimate_error", "inference_error") if error in found]
     return " / ".join("-" if error is None else f"{error:+.1%}" for error in shown)
 
 
 def _evaluation(evaluation: dict | None) -> list[str]:
-    """The head: the field's figures per framework and half of the split, the held-out half first."""
+    """The head: the field's figures per framework, half of the split and input size, the held-out half first."""
     if not evaluation or not evaluation["frameworks"]:
         return []
     phases = " and ".join(evaluation["phases"])
