@@ -23,6 +23,7 @@ PACKAGES = ("models", "frameworks", "suites")
 SUITE_FLOORS = ("run", "analysis", "report", "bench")
 IMPORTERS_MAY_USE = {"numpy", "onnx", "onnxscript", "google"}  # google: protobuf, what onnx's messages are
 SEALED = ("models.estimate", "models.importers")  # packages whose underscore names are their own
+MOST_LINES = 800  # the longest a module of models/ may be
 
 
 def _imported(path: Path) -> set[str]:
@@ -232,3 +233,11 @@ def test_no_module_reaches_into_the_estimate_s_or_the_importers_private_names() 
                   and node.attr.startswith("_")):
                 reaching.add(f"{path.relative_to(ROOT)}: {bound[node.value.id]}.{node.attr}")
     assert not reaching, reaching
+
+
+def test_the_rooms_of_the_layer_kinds_stay_small() -> None:
+    """A kind's spec, its import and its rule are found in a module of its family (models/layers/, the ONNX
+    importer's onnx_<family>.py), not in one file that grows with every kind: none of models/ passes 800 lines."""
+    long = {name: length for name, path in _project().items() if name.startswith("models")
+            and (length := len(path.read_text().splitlines())) > MOST_LINES}
+    assert not long, long
