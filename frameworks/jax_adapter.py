@@ -44,8 +44,10 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    GroupNorm,
     HardSigmoid,
     HardSwish,
+    InstanceNorm,
     Layer,
     LayerNorm,
     LayerScale,
@@ -54,6 +56,8 @@ from models.spec import (
     Mish,
     Multiply,
     Normalize,
+    Pad2D,
+    PReLU,
     ReLU,
     ReLU6,
     Rescale,
@@ -197,6 +201,8 @@ class JaxAdapter(Adapter):
                 weights["scale"] = jax.numpy.ones(step.params["scale"])
             if "offset" in step.params:
                 weights["offset"] = jax.numpy.zeros(step.params["offset"])
+            if "slope" in step.params:
+                weights["slope"] = jax.numpy.full(step.params["slope"], PReLU.start)
             self.params.append(weights)
             # ... batch norm and normalize at mean 0, variance 1 (and normalize's count at 0)
             self.state.append({name: (jax.numpy.ones if name == "variance" else jax.numpy.zeros)(shape)
@@ -415,6 +421,11 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
     if isinstance(layer, LayerNorm):
         mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
         return (x - mean) * jax.lax.rsqrt(variance + layer.epsilon) * params["scale"] + params["offset"], None
+    if isinstance(layer, (GroupNorm, InstanceNorm)):  # each group's channels contiguous, as torch and Keras group
+        groups = x.reshape(*x.shape[:3], layer.groups_of(x.shape[1:]), -1)
+        mean, variance = groups.mean((1, 2, 4), keepdims=True), groups.var((1, 2, 4), keepdims=True)
+        normalized = ((groups - mean) * jax.lax.rsqrt(variance + layer.epsilon)).reshape(x.shape)
+        return (normalized * params["scale"] + params["offset"] if layer.affine else normalized), None
     if isinstance(layer, Upsample2D):  # half-pixel centres: nearest repeats each pixel `scale` times
         size = (x.shape[0], x.shape[1] * layer.scale, x.shape[2] * layer.scale, x.shape[3])
         return jax.image.resize(x, size, method=layer.interpolation), None
@@ -431,6 +442,9 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               LayerScale: lambda: x * params["scale"], Rescale: lambda: x * layer.scale + layer.offset,
               Normalize: lambda: _normalized(layer, state, x),
               ZeroPad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0))),
+              Pad2D: lambda: numpy.pad(x, ((0, 0), (layer.top, layer.bottom), (layer.left, layer.right), (0, 0)),
+                                       mode="reflect" if layer.mode == "reflect" else "edge"),
+              PReLU: lambda: numpy.where(x >= 0, x, params["slope"] * x),
               Crop2D: lambda: x[:, layer.top:x.shape[1] - layer.bottom, layer.left:x.shape[2] - layer.right],
               ChannelSlice: lambda: x[..., layer.start:layer.stop],
               ChannelShuffle: lambda: x.reshape(*x.shape[:3], layer.groups, -1).swapaxes(3, 4).reshape(x.shape),

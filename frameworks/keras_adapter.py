@@ -49,8 +49,10 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    GroupNorm,
     HardSigmoid,
     HardSwish,
+    InstanceNorm,
     LayerNorm,
     LayerScale,
     LayerShapes,
@@ -59,6 +61,8 @@ from models.spec import (
     Mish,
     Multiply,
     Normalize,
+    Pad2D,
+    PReLU,
     ReLU,
     ReLU6,
     Rescale,
@@ -319,6 +323,17 @@ class KerasAdapter(Adapter):
                                                                    list(layer.variance)} if layer.mean else {})),
             ZeroPad2D: lambda: keras.layers.ZeroPadding2D(((layer.top, layer.bottom), (layer.left, layer.right)),
                                                           **dtype),
+            Pad2D: lambda: _classes().EdgePadding(((layer.top, layer.bottom), (layer.left, layer.right)), layer.mode,
+                                                  **dtype),
+            # Keras's instance norm is a group norm of a channel a group (its groups=-1)
+            GroupNorm: lambda: keras.layers.GroupNormalization(layer.groups_of(step.input_shape), -1, layer.epsilon,
+                                                               center=layer.affine, scale=layer.affine, **dtype),
+            InstanceNorm: lambda: keras.layers.GroupNormalization(layer.groups_of(step.input_shape), -1,
+                                                                  layer.epsilon, center=layer.affine,
+                                                                  scale=layer.affine, **dtype),
+            # a slope per channel shared over height and width (Keras's shared_axes), or one over every axis
+            PReLU: lambda: keras.layers.PReLU(keras.initializers.Constant(PReLU.start), shared_axes=list(
+                range(1, len(step.input_shape) + 1) if layer.shared else range(1, len(step.input_shape))), **dtype),
             Crop2D: lambda: keras.layers.Cropping2D(((layer.top, layer.bottom), (layer.left, layer.right)), **dtype),
             ChannelSlice: lambda: _classes().ChannelSlice(layer.start, layer.stop, **dtype),
             Upsample2D: lambda: keras.layers.UpSampling2D(layer.scale, interpolation=layer.interpolation, **dtype),
@@ -482,6 +497,8 @@ class KerasAdapter(Adapter):
                 values = [weights[step.index][name] for name in step.weights]
                 if _depthwise(step):  # canonical (k, k, 1, C), Keras's depthwise kernel (k, k, C, 1)
                     values[0] = values[0].transpose(0, 1, 3, 2)
+                if isinstance(step.layer, PReLU):  # canonical (C,) or (1,), Keras's alpha (1, 1, C) or (1, 1, 1)
+                    values[0] = values[0].reshape(layer.alpha.shape)
                 layer.set_weights(values)
                 if isinstance(step.layer, Normalize):  # its call reads constants made from the weights at build
                     layer.finalize_state()
@@ -567,6 +584,40 @@ def _minus_infinity_padding() -> type:
             return (shape[0], *grown, shape[3])
 
     return MinusInfinityPadding
+
+
+@functools.cache
+def _edge_padding() -> type:
+    """The reflect and replicate padding layer, defined once Keras is imported: Keras has none, and keras.ops.pad's
+    modes differ by backend (TensorFlow's has no edge mode, torch's reads symmetric as replicate), so it is built
+    of slices, flips and repeats every backend computes alike."""
+
+    class EdgePadding(_minus_infinity_padding()):
+        """An image's edge continued per side: mirrored without the edge pixel (reflect), or the edge repeated."""
+
+        def __init__(self, sides: tuple[tuple[int, int], tuple[int, int]], mode: str, **kwargs: object) -> None:
+            super().__init__(sides, **kwargs)
+            self.mode = mode
+
+        def call(self, inputs: object) -> object:
+            ops = keras.ops
+            for axis, (before, after) in zip((1, 2), self.sides, strict=True):
+                size = inputs.shape[axis]
+
+                def part(values: object, start: int, stop: int, axis: int = axis) -> object:
+                    return values[(slice(None),) * axis + (slice(start, stop),)]
+
+                if self.mode == "reflect":
+                    head = ops.flip(part(inputs, 1, before + 1), axis)
+                    tail = ops.flip(part(inputs, size - 1 - after, size - 1), axis)
+                else:
+                    head = ops.repeat(part(inputs, 0, 1), before, axis)
+                    tail = ops.repeat(part(inputs, size - 1, size), after, axis)
+                inputs = ops.concatenate([piece for piece, pixels in ((head, before), (inputs, 1), (tail, after))
+                                          if pixels], axis=axis)
+            return inputs
+
+    return EdgePadding
 
 
 @functools.cache
@@ -687,4 +738,5 @@ def _recomputed() -> type:
 def _classes() -> SimpleNamespace:
     """The adapter's own Keras layers, defined once Keras is imported."""
     return SimpleNamespace(MinusInfinityPadding=_minus_infinity_padding(), Recomputed=_recomputed(),
-                           InsideAveragePooling=_inside_average_pooling(), ChannelSlice=_channel_slice())
+                           InsideAveragePooling=_inside_average_pooling(), ChannelSlice=_channel_slice(),
+                           EdgePadding=_edge_padding())

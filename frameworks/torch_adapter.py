@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 from frameworks import graph
@@ -32,8 +33,10 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    GroupNorm,
     HardSigmoid,
     HardSwish,
+    InstanceNorm,
     LayerNorm,
     LayerScale,
     LayerShapes,
@@ -43,6 +46,8 @@ from models.spec import (
     ModelSpec,
     Multiply,
     Normalize,
+    Pad2D,
+    PReLU,
     ReLU,
     ReLU6,
     Rescale,
@@ -380,6 +385,13 @@ class TorchAdapter(Adapter):
             Rescale: lambda: _rescale(layer.scale, layer.offset),
             Normalize: lambda: _normalize(layer, step.input_shape, self.device),
             ZeroPad2D: lambda: nn.ZeroPad2d((layer.left, layer.right, layer.top, layer.bottom)),
+            Pad2D: lambda: (nn.ReflectionPad2d if layer.mode == "reflect" else nn.ReplicationPad2d)(
+                (layer.left, layer.right, layer.top, layer.bottom)),
+            GroupNorm: lambda: nn.GroupNorm(layer.groups, step.input_shape[-1], layer.epsilon, layer.affine,
+                                            device=self.device),
+            InstanceNorm: lambda: nn.InstanceNorm2d(step.input_shape[-1], layer.epsilon, affine=layer.affine,
+                                                    device=self.device),
+            PReLU: lambda: nn.PReLU(1 if layer.shared else step.input_shape[-1], layer.start, device=self.device),
             Crop2D: lambda: _crop(layer),
             ChannelSlice: lambda: _channel_slice(layer),
             ChannelShuffle: lambda: _channel_shuffle(layer.groups),
@@ -583,9 +595,13 @@ class TorchAdapter(Adapter):
             given = {name: torch.from_numpy(value.copy()) for name, value in weights[step.index].items()}
             image = _flattened_image(walk, step.inputs[0])
             if image and not isinstance(step.layer, Dense):  # per feature: canonical (h, w, c) order, torch's (c, h, w)
-                given = {name: value.reshape(image).permute(2, 0, 1).reshape(-1) if value.dim() == 1 else value
+                given = {name: value.reshape(image).permute(2, 0, 1).reshape(-1)
+                         if value.dim() == 1 and value.numel() == math.prod(image) else value  # not a shared slope
                          for name, value in given.items()}
-            if isinstance(step.layer, (BatchNorm, LayerNorm)):  # the spec's names for torch's; layer norm has two
+            if isinstance(step.layer, PReLU):
+                targets = {"slope": module.weight}
+            elif isinstance(step.layer, (BatchNorm, LayerNorm, GroupNorm, InstanceNorm)):  # torch's names; all but
+                # batch norm have two
                 targets = {name: getattr(module, attribute) for name, attribute in NORM_WEIGHTS.items()
                            if name in given}
             elif isinstance(step.layer, (Normalize, LayerScale)):  # their buffers and parameter have the spec's names

@@ -20,6 +20,7 @@ from models.layers.activation import (
     HardSwish,
     LeakyReLU,
     Mish,
+    PReLU,
     ReLU,
     ReLU6,
     Sigmoid,
@@ -43,9 +44,26 @@ from models.layers.base import (
 from models.layers.conv import Conv2D
 from models.layers.linear import Dense, Dropout
 from models.layers.merge import Add, Concat, Multiply
-from models.layers.normalization import BatchNorm, LayerNorm, LayerScale, Normalize, Rescale
+from models.layers.normalization import (
+    BatchNorm,
+    GroupNorm,
+    InstanceNorm,
+    LayerNorm,
+    LayerScale,
+    Normalize,
+    Rescale,
+)
 from models.layers.pooling import AdaptiveAvgPool2D, AvgPool2D, GlobalAvgPool, MaxPool2D
-from models.layers.shaping import ChannelShuffle, ChannelSlice, Crop2D, Flatten, Reshape, Upsample2D, ZeroPad2D
+from models.layers.shaping import (
+    ChannelShuffle,
+    ChannelSlice,
+    Crop2D,
+    Flatten,
+    Pad2D,
+    Reshape,
+    Upsample2D,
+    ZeroPad2D,
+)
 
 LOSSES = ("mse", "cross_entropy")
 MODEL_INPUT = "input"  # the name by which a layer takes the model's input
@@ -54,25 +72,26 @@ INPUT = -1  # ... and its index among a layer's inputs
 __all__ = [
     "AdaptiveAvgPool2D", "Add", "AvgPool2D", "BatchNorm", "CODE_NUMBERS", "ChannelShuffle", "ChannelSlice",
     "Concat", "Conv2D", "Crop2D", "Dense", "Dropout", "ELEMENTWISE", "ELU", "Flatten", "GELU", "GlobalAvgPool",
-    "HardSigmoid", "HardSwish", "INPUT", "INTERPOLATIONS", "LAYER_TYPES", "LOSSES", "Layer", "LayerNorm",
-    "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES", "MAX_SIZE", "MODEL_INPUT", "MaxPool2D", "Mish",
-    "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS", "ReLU", "ReLU6", "Rescale", "Reshape", "Shape",
-    "SiLU", "Sigmoid", "Softplus", "SpecError", "Upsample2D", "ZeroPad2D", "conv_output_size", "flag", "number",
-    "pixels", "positive", "same_padding", "written_channels_last",
+    "GroupNorm", "HardSigmoid", "HardSwish", "INPUT", "INTERPOLATIONS", "InstanceNorm", "LAYER_TYPES", "LOSSES",
+    "Layer", "LayerNorm", "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES", "MAX_SIZE", "MODEL_INPUT",
+    "MaxPool2D", "Mish", "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS", "PReLU", "Pad2D", "ReLU",
+    "ReLU6", "Rescale", "Reshape", "Shape", "SiLU", "Sigmoid", "Softplus", "SpecError", "Upsample2D", "ZeroPad2D",
+    "conv_output_size", "flag", "number", "pixels", "positive", "same_padding", "written_channels_last",
 ]
 
 
 Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten
          | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LeakyReLU | ELU | Softplus | Mish
          | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle
-         | Upsample2D | Reshape | Add | Concat | Multiply)
+         | Upsample2D | Reshape | Add | Concat | Multiply | GroupNorm | InstanceNorm | PReLU | Pad2D)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
     SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LeakyReLU, ELU, Softplus, Mish, LayerNorm, LayerScale, Rescale,
-    Normalize, ZeroPad2D, Crop2D, ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply)}
+    Normalize, ZeroPad2D, Crop2D, ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply, GroupNorm,
+    InstanceNorm, PReLU, Pad2D)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "leaky_relu", "elu",
-               "softplus", "mish", "layerscale", "rescale", "normalize")
+               "softplus", "mish", "layerscale", "rescale", "normalize", "prelu")
 NODE_KEYS = ("name", "inputs", "block")  # what a layer entry may say besides its type and options
 # Options a compiler's code takes as a mere number: a dropout's rate is a threshold and a scale, so dropouts that differ
 # in nothing else (EfficientNet's stochastic depth, its rate rising block by block) cost XLA's CPU about what a repeat

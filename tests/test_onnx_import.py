@@ -212,6 +212,25 @@ def timm_net() -> tuple[onnx.ModelProto, str]:
     return net.model(x, 5, 17), x
 
 
+def norms_net() -> tuple[onnx.ModelProto, str]:
+    """ONNX's own ops for the dense-prediction nets' layers, as another exporter may write them: GroupNormalization
+    (opset 21's, a scale per channel), InstanceNormalization of the file's parameters, and of Constant ones and zeros
+    (an instance norm without its own scale), PRelu on flat features, and Pad mode edge."""
+    net = _Net(3, 6)
+    x = net.node("Pad", [net.conv("image", "conv", 4, 3, 3), net.constant("pads", [0, 0, 1, 0, 0, 0, 2, 1])], "edge",
+                 mode="edge")  # 4 -> 7 by 5
+    x = net.node("GroupNormalization", [x, net.weight("gn.scale", 4), net.weight("gn.B", 4)], "gn", num_groups=2,
+                 epsilon=1e-3)
+    x = net.node("InstanceNormalization", [x, net.weight("in.scale", 4), net.weight("in.B", 4)], "in")
+    ones = net.node("Constant", [], "ones", value=numpy_helper.from_array(np.ones(4, np.float32)))
+    zeros = net.node("Constant", [], "zeros", value=numpy_helper.from_array(np.zeros(4, np.float32)))
+    x = net.node("InstanceNormalization", [x, ones, zeros], "in_plain", epsilon=1e-3)
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
+    x = net.node("PRelu", [x, net.weight("prelu.slope", 4)], "prelu")
+    x = net.node("Gemm", [x, net.weight("fc.W", 5, 4), net.weight("fc.B", 5)], "fc", transB=1)
+    return net.model(x, 5, 21), x
+
+
 def _whole_batch_indices(net: _Net, x: str, start: int) -> str:
     """The indices of torch's slice_scatter over the batch of `x` as the default exporter writes them: Range(start,
     Shape(x)[0], 1), a Slice of it to INT64_MAX with its bounds each an Unsqueeze of a scalar, then an Unsqueeze to
@@ -235,8 +254,8 @@ def _save(model: onnx.ModelProto, folder: Path, name: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("build", [residual_net, newer_net, activations_net, dilated_net, timm_net],
-                         ids=["residual", "newer", "activations", "dilated", "timm"])
+@pytest.mark.parametrize("build", [residual_net, newer_net, activations_net, dilated_net, timm_net, norms_net],
+                         ids=["residual", "newer", "activations", "dilated", "timm", "norms"])
 def test_counts_equal_the_initializers_that_are_weights(build: Build, tmp_path: Path) -> None:
     model, _ = build()
     spec = load_spec_file(_save(model, tmp_path, build.__name__))
@@ -347,8 +366,9 @@ def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> N
     (onnxruntime's; its scores before a softmax the loss took in), for the nets written here and PyTorch's two
     exports that keep the training graph, in one worker per framework for all of them."""
     paths = [str(_save(build()[0], tmp_path, build.__name__))
-             for build in (residual_net, newer_net, activations_net, dilated_net, timm_net)]
-    paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive", *SHUFFLES)]
+             for build in (residual_net, newer_net, activations_net, dilated_net, timm_net, norms_net)]
+    paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive", *SHUFFLES,
+                                                         "dense_prediction")]
     done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -417,6 +437,22 @@ def test_pytorchs_exports_that_keep_the_training_graph_have_torchs_counts(name: 
     counts = json.loads((EXPORTS / "counts.json").read_text())["Net"]
     assert (spec.param_count, spec.statistics_count) == (counts["parameters"], counts["statistics"])
     assert sum(layer.kind == "batchnorm" for layer in spec.layers) == 2
+
+
+def test_torchs_group_and_instance_norms_prelu_and_edge_pads_import_with_torchs_counts() -> None:
+    """The default exporter writes a group norm as a Reshape, an InstanceNormalization over the groups, a Reshape
+    back, a Mul and an Add: one groupnorm. An instance norm without its own scale reads ones and zeros that the
+    exporter's optimizer stored as the affine one's parameters (equal values, stored once): torch's call in the
+    node's metadata says it has none, so it counts none."""
+    spec = load_spec_file(EXPORTS / "dense_prediction.onnx")
+    counts = json.loads((EXPORTS / "counts.json").read_text())["DensePrediction"]
+    assert (spec.param_count, spec.statistics_count) == (counts["parameters"], counts["statistics"])
+    kinds = [(layer.kind, getattr(layer, "affine", None), getattr(layer, "groups", None)) for layer in spec.layers
+             if layer.kind in ("groupnorm", "instancenorm")]
+    assert kinds == [("groupnorm", True, 2), ("instancenorm", False, None), ("instancenorm", True, None),
+                     ("groupnorm", True, 1)]
+    assert [layer.mode for layer in spec.layers if layer.kind == "pad2d"] == ["reflect", "replicate"]
+    assert [layer.shared for layer in spec.layers if layer.kind == "prelu"] == [False, True]
 
 
 def test_torchvisions_convnext_layers_over_channels_last_are_1x1_convs() -> None:

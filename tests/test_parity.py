@@ -26,8 +26,10 @@ from models.spec import (
     Dropout,
     Flatten,
     GlobalAvgPool,
+    GroupNorm,
     HardSigmoid,
     HardSwish,
+    InstanceNorm,
     LayerNorm,
     LayerScale,
     LeakyReLU,
@@ -36,6 +38,8 @@ from models.spec import (
     ModelSpec,
     Multiply,
     Normalize,
+    Pad2D,
+    PReLU,
     ReLU,
     ReLU6,
     Rescale,
@@ -196,6 +200,19 @@ def dilated() -> ModelSpec:
     ), "cross_entropy")
 
 
+def dense_prediction() -> ModelSpec:
+    """The segmentation and medical nets' layers: reflect and replicate padding, uneven, before valid convs (timm's
+    blur pools), group norm in two groups and in one (PoolFormer's), instance norm with and without its scale and
+    offset (MONAI's, torch's default), PReLU per channel and shared (MONAI's default), and per feature after a
+    flatten (its slopes loaded in torch's channels-first order)."""
+    return ModelSpec("parity-dense-prediction", (9, 9, 3), (
+        Pad2D(2, 1, 0, 3), Conv2D(8, 3, padding="valid"), GroupNorm(2), PReLU(),
+        Pad2D(1, 0, 2, 1, mode="replicate"), Conv2D(8, 3, padding="valid"), InstanceNorm(affine=True),
+        PReLU(shared=True), GroupNorm(1, epsilon=1e-3), InstanceNorm(epsilon=1e-3), Conv2D(2, 3, 2), Flatten(),
+        PReLU(), Dense(5),
+    ), "cross_entropy")
+
+
 def flat_after_image(dropout: float) -> ModelSpec:
     """Per-feature weights after a flattened image, through layers that keep the values' order: torch flattens
     channels-first, so each of them loads (and reports) its weights permuted."""
@@ -225,7 +242,7 @@ def _arrays(spec: ModelSpec, batch: int) -> dict[str, np.ndarray]:
 
 Results = dict[str, dict[str, np.ndarray]]  # per framework, what its forward job wrote
 INFERENCE = [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5), layer_norms(), activations(),
-             dilated(), flat_after_image(0.5)]
+             dilated(), flat_after_image(0.5), dense_prediction()]
 TRAINING = [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(), flat_after_image(0.0)]
 
 

@@ -15,9 +15,12 @@ INT64, BOOL, FLOAT32 = 8, 1, 4
 # activations' dtype, made inside the layer), "channels" (one float32 vector of the output's channels, whatever the
 # batch), "copy" (a re-laid-out copy of its input, made inside the layer: Keras's channels-first copy on torch),
 # "kernel" (a re-laid-out copy of its kernel, whatever the batch), "positions" (one float32 per position of the
-# output, its values over its channels: layer norm's per-position statistics). A tensor two layers keep is counted
-# once. A per-example dropout's mask or noise is one value per example, not per output value.
-SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels", "copy", "kernel", "positions")
+# output, its values over its channels: layer norm's per-position statistics), "groups" (one float32 per example
+# and group of its channels: a group or instance norm's statistics), "example_channels" (one float32 per example and
+# channel: a norm's scale times each group's statistic). A tensor two layers keep is counted once. A per-example
+# dropout's mask or noise is one value per example, not per output value.
+SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels", "copy", "kernel", "positions", "groups",
+               "example_channels")
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Rules:
     """One framework's habits, each checked against its source or its saved tensors (see `why`)."""
 
     saves: dict[str, tuple[str, ...]]  # layer kind -> what its backward keeps (SAVED_KINDS)
+    affine_saves: dict[str, tuple[str, ...]]  # the norms that keep more where they learn a scale, and what more
     cuda_saves: dict[str, tuple[str, ...]]  # the kinds whose CUDA kernel keeps something else, and what
     in_place_saves: dict[str, tuple[str, ...]]  # the activations that keep something else when run in place
     label_bytes: int  # one integer class label
@@ -84,7 +88,8 @@ NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input
                  "layernorm": ("input",), "rescale": (), "normalize": (), "zeropad2d": (), "crop2d": (),
                  "channel_slice": (), "channel_shuffle": (), "upsample2d": (), "reshape": (), "multiply": ("input",),
                  "layerscale": ("input",), "leaky_relu": ("output",), "elu": ("output",), "softplus": ("input",),
-                 "mish": ("input",)}
+                 "mish": ("input",), "groupnorm": ("input",), "instancenorm": ("input",), "prelu": ("input",),
+                 "pad2d": ()}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
@@ -107,10 +112,40 @@ JAX_ACTIVATIONS = {"silu": ("input", "residual", "residual"), "sigmoid": ("resid
 # XLA's GPU fusions recompute batch norm's normalized values and ReLU's mask in the backward (JAX and Keras on JAX)
 JAX_CUDA_SAVES = {"batchnorm": ("input",), "relu": ("output",), "relu6": ("output",)}
 NORMALIZE_DIVISOR = ("channels",)  # the (1, 1, 1, C) max(sqrt(variance), 1e-7) a composed normalization divides by
+# Group and instance norm (an instance norm is a group norm of a channel a group), PReLU and edge padding, measured at
+# batch 2 on the CPU: saved-tensor hooks on torch's modules and on Keras's layers on torch, jax.vjp's residuals of
+# the jax adapter's functions and of Keras's layers on JAX. torch's native_group_norm keeps its input, mean and rstd
+# per example and group; its instance_norm is batch_norm over (1, N C, H, W), keeping the input, save_mean and
+# save_invstd, and its scale repeated per example where it has one; _prelu_kernel and reflection_pad2d's and
+# replication_pad2d's backward their input. Keras's GroupNormalization (keras/src/layers/normalization/
+# group_normalization.py: moments over each group, then x * (gamma * inv) + ...) keeps its input and three per-group
+# tensors on torch (four on JAX, with x - mean and a product of the input's size), and gamma * inv per example and
+# channel where it scales; the jax adapter's keeps two of the input's size, three per group, and the normalized
+# values where it scales; Keras's PReLU (relu(x) - alpha * relu(-x)) keeps two of its size and -alpha on torch,
+# two masks and three of its size on JAX, where jax.nn.relu's jvp selects; the jax adapter's where() a mask; the
+# adapter's edge padding (slices, flips, repeats, a concatenate) keeps nothing in Keras and JAX
+DENSE_WHY = ("; group norm, instance norm, PReLU and edge padding: see rules.DENSE_SAVES (hooks and residuals on the"
+             " CPU; Keras on TensorFlow taken as Keras on torch's composed ops, its tape not measured; no GPU figure"
+             " yet)")
+TORCH_DENSE = {"groupnorm": ("input", "groups", "groups"), "instancenorm": ("input", "groups", "groups"),
+               "prelu": ("input",), "pad2d": ("input",)}
+KERAS_TORCH_DENSE = {"groupnorm": ("input", *("groups",) * 3), "instancenorm": ("input", *("groups",) * 3),
+                     "prelu": ("residual", "residual", "channels"), "pad2d": ()}
+JAX_DENSE = {"groupnorm": ("residual", "residual", *("groups",) * 3),
+             "instancenorm": ("residual", "residual", *("groups",) * 3), "prelu": ("mask", "channels"), "pad2d": ()}
+KERAS_JAX_DENSE = {"groupnorm": ("residual", "residual", *("groups",) * 4),
+                   "instancenorm": ("residual", "residual", *("groups",) * 4),
+                   "prelu": ("mask", "mask", *("residual",) * 3, "channels"), "pad2d": ()}
+DENSE_SAVES = {"torch": TORCH_DENSE, "keras-torch": KERAS_TORCH_DENSE, "keras-tensorflow": KERAS_TORCH_DENSE,
+               "jax": JAX_DENSE, "keras-jax": KERAS_JAX_DENSE}
+_KERAS_SCALED = dict.fromkeys(("groupnorm", "instancenorm"), ("example_channels",))
+AFFINE_SAVES = {"torch": {"instancenorm": ("groups",)}, "keras-torch": _KERAS_SCALED, "keras-tensorflow": _KERAS_SCALED,
+                "jax": dict.fromkeys(("groupnorm", "instancenorm"), ("residual", "channels")),
+                "keras-jax": dict.fromkeys(("groupnorm", "instancenorm"), ("example_channels", "channels"))}
 RULES = {
     "neutral": Rules(
-        saves=NEUTRAL_SAVES, cuda_saves={}, in_place_saves={}, label_bytes=INT64, explicit_padding=False,
-        pixel_padding=False,
+        saves=NEUTRAL_SAVES, affine_saves={}, cuda_saves={}, in_place_saves={}, label_bytes=INT64,
+        explicit_padding=False, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=False, streams_on=(),
         init_copies=0, accumulator_copies=0, update_temporaries={},
         why="no framework named: what a backward pass needs at least: each weighted layer (conv, dense, batch norm)"
@@ -122,13 +157,16 @@ RULES = {
             " multiply its inputs, a layer scale its input (its scale's gradient is the sum of the input times the"
             " output's gradient); average pooling (adaptive too), the global mean, add, concat, rescale, normalize"
             " (its statistics fixed), zero padding, cropping, a channel slice or shuffle, upsampling and reshape are"
-            " linear and keep nothing; every gradient is live at the update, which allocates nothing"),
+            " linear and keep nothing; every gradient is live at the update, which allocates nothing; group and"
+            " instance norm keep their input (their statistics are recomputed from it), PReLU its input, edge padding"
+            " nothing"),
     "torch": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "indices"), "relu6": ("input",), "avgpool2d": ("input",),
                                "adaptive_avgpool2d": ("input",),
                                "batchnorm": ("input", "channels", "channels"), "dropout": ("residual",),
                                "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD,
-                               **TORCH_SLOPES},
+                               **TORCH_SLOPES} | DENSE_SAVES["torch"],
+        affine_saves=AFFINE_SAVES["torch"],
         cuda_saves={"dropout": ("mask",)}, in_place_saves={"relu6": ("residual",)}, label_bytes=INT64,
         explicit_padding=True, pixel_padding=False,
         optimizer_state_phase="train_step_1", state_before_step=False, keeps_gradients=True, streams_on=(),
@@ -170,13 +208,15 @@ RULES = {
             " driver sees the caching allocator's segments, simulated (models.estimate.caching) over the order the"
             " eager step allocates in (models.estimate.eager), so a phase holds the blocks the ones before it freed"
             " and the segments its own order splits, unless empty_cache returned them (cuDNN's workspaces are not in"
-            " the order; the recomputing and casting techniques keep the phase before's peak as the least)"),
+            " the order; the recomputing and casting techniques keep the phase before's peak as the least)"
+            + DENSE_WHY),
     "keras-tensorflow": Rules(
         saves=NEUTRAL_SAVES | {"maxpool2d": ("input", "output"), "batchnorm": ("input", *BN_CHANNELS),
                                "gelu": ("residual",) * 3, "layernorm": ("input", "residual", *("positions",) * 3),
                                "normalize": NORMALIZE_DIVISOR, "hard_sigmoid": ("residual",),
                                "hard_swish": ("input", "residual", "residual"), "leaky_relu": ("input",),
-                               **KERAS_MISH},
+                               **KERAS_MISH} | DENSE_SAVES["keras-tensorflow"],
+        affine_saves=AFFINE_SAVES["keras-tensorflow"],
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         keeps_pages_on=("cpu",), holds_run_inputs=True, bfc_on=("cuda",), state_made="per_weight",
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False, streams_on=("cpu", "cuda"),
@@ -216,10 +256,13 @@ RULES = {
             " Adam update keeps two temporaries of a variable; drawing a random tensor (initializer or batch) makes two"
             " temporaries of it; measured on the CPU, a recomputed run's inputs (tf.recompute_grad's) stay until the"
             " backward ends (resnet50's checkpoint step: 673 MiB, 711 estimated so, 577 if each were freed once the"
-            " backward passed it)"),
+            " backward passed it)"
+            + DENSE_WHY),
     "jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), "batchnorm": ("residual",) * 3, **JAX_ACTIVATIONS,
-                               "layernorm": ("residual",) * 3 + ("positions",) * 3, "normalize": NORMALIZE_DIVISOR},
+                               "layernorm": ("residual",) * 3 + ("positions",) * 3,
+                               "normalize": NORMALIZE_DIVISOR} | DENSE_SAVES["jax"],
+        affine_saves=AFFINE_SAVES["jax"],
         cuda_saves=JAX_CUDA_SAVES, in_place_saves={},
         label_bytes=4, explicit_padding=False, pixel_padding=False, in_flight=5, cuda_init_copies=0, bfc_on=("cuda",),
         optimizer_state_phase="compile", state_before_step=False, keeps_gradients=False, streams_on=("cuda",),
@@ -272,11 +315,13 @@ RULES = {
             " its mask and a zero tensor of its size (jax.nn.relu's jvp selects from one; relu6's in hard_sigmoid and"
             " hard_silu too); resnet50's pullback at batch 2 holds 262,900,224 bytes beyond the weights and the"
             " batch, the estimate's figure, and the H100"
-            " peaked at the weights, the batch and 2,004 MiB of them at batch 16"),
+            " peaked at the weights, the batch and 2,004 MiB of them at batch 16"
+            + DENSE_WHY),
     "keras-jax": Rules(
         saves=NEUTRAL_SAVES | {"relu": ("mask",), "relu6": ("mask",), **JAX_ACTIVATIONS,
                                "layernorm": ("input", "residual", "residual", *("positions",) * 4),
-                               "normalize": NORMALIZE_DIVISOR},
+                               "normalize": NORMALIZE_DIVISOR} | DENSE_SAVES["keras-jax"],
+        affine_saves=AFFINE_SAVES["keras-jax"],
         cuda_saves=JAX_CUDA_SAVES, in_place_saves={}, label_bytes=4, explicit_padding=False, pixel_padding=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=False,
         streams_on=("cuda",), in_flight=5, init_copies=2, cuda_init_copies=0, accumulator_copies=1,
@@ -299,13 +344,15 @@ RULES = {
             " at c3d4247, where Keras on JAX was measured right) the step is XLA's plan as in jax: batch norm keeps"
             " its input, ReLU its output, about five gradients of the largest weight are in flight, the draws write"
             " their tensor directly (keras200m's train step 2,541 MiB measured, 2,545 so estimated; 3,152 with every"
-            " gradient live), and the optimizer makes each weight's slots in turn (add_optimizer_variables)"),
+            " gradient live), and the optimizer makes each weight's slots in turn (add_optimizer_variables)"
+            + DENSE_WHY),
     "keras-torch": Rules(
         saves=NEUTRAL_SAVES | {"conv2d": ("copy", "kernel"), "maxpool2d": ("copy", "indices"), "relu6": ("input",),
                                "avgpool2d": ("copy",), "adaptive_avgpool2d": ("copy",),
                                "batchnorm": ("input", "residual", *BN_CHANNELS[:3]),
                                "layernorm": TORCH_LAYERNORM, "normalize": NORMALIZE_DIVISOR, **TORCH_HARD,
-                               **TORCH_SLOPES, **KERAS_MISH},
+                               **TORCH_SLOPES, **KERAS_MISH} | DENSE_SAVES["keras-torch"],
+        affine_saves=AFFINE_SAVES["keras-torch"],
         cuda_saves={}, in_place_saves={}, label_bytes=4, explicit_padding=True, pixel_padding=True, holds_outputs=True,
         optimizer_state_phase="train_step_1", state_before_step=True, keeps_gradients=True,
         streams_on=(), init_copies=2, batch_drawn_directly=True, accumulator_copies=1, blas_workspaces_on=("cuda",),
@@ -337,5 +384,6 @@ RULES = {
             " torch Adam runs torch._foreach ops over every variable: three temporaries of every parameter live at once"
             " (taken from keras200m's measured step on the CPU, 5,589 MiB against 4,743 with two); keras.random on"
             " torch draws then scales: two temporaries; on CUDA its matrix multiplies take torch's cuBLAS"
-            " workspaces (see torch)"),
+            " workspaces (see torch)"
+            + DENSE_WHY),
 }

@@ -559,6 +559,10 @@ class _Importer:
             return self._pool(name, kind, config, inputs, owed)
         if kind in ("BatchNormalization", "LayerNormalization", "Normalization"):
             return self._normalization(name, kind, config, inputs)
+        if kind == "GroupNormalization":
+            return self._group_norm(name, config, inputs)
+        if kind == "PReLU":
+            return self._prelu(name, config, inputs)
         if kind == "Dense":
             units, bias = _required(config, "units"), config.get("use_bias", True)
             if len(self.shapes[inputs[0]]) == 3:  # on each pixel's channels: a 1x1 conv's weights and arithmetic
@@ -632,6 +636,33 @@ class _Importer:
             raise _Refused(f"holds a mean {mean!r} and variance {variance!r} that are not one number or one per "
                            f"channel ({channels}); the spec's normalize holds one per channel")
         return self._emit(name, "normalize", inputs, mean=constants[0], variance=constants[1])
+
+    def _group_norm(self, name: str, config: dict, inputs: list[str]) -> str:
+        """GroupNormalization over the channel (last) axis: the spec's groupnorm, or its instancenorm at one channel
+        a group (groups -1, or as many as the channels), learning both its scale and offset or neither."""
+        if not self._last_axis(config.get("axis", -1), inputs[0]):
+            raise _Refused(f"normalizes axis {config.get('axis')!r}; the spec's group norm is over the channel (last) "
+                           f"axis")
+        flag(config.get("center", True), "center")
+        flag(config.get("scale", True), "scale")
+        if config.get("center", True) != config.get("scale", True):
+            raise _Refused("learns a scale or an offset but not both; the spec's group norm learns both or neither")
+        groups, channels = config.get("groups", 32), self.shapes[inputs[0]][-1]
+        options = {"epsilon": config.get("epsilon", 1e-3), "affine": config.get("scale", True)}
+        if groups in (-1, channels):
+            return self._emit(name, "instancenorm", inputs, **options)
+        return self._emit(name, "groupnorm", inputs, groups=groups, **options)
+
+    def _prelu(self, name: str, config: dict, inputs: list[str]) -> str:
+        """PReLU with a slope per channel (shared over every axis but the channels) or one slope (shared over
+        every axis): Keras's shared_axes, counted from 1 past the batch."""
+        rank = len(self.shapes[inputs[0]])
+        shared = config.get("shared_axes") or []
+        shared = sorted(shared) if isinstance(shared, list) else [shared]
+        if shared not in (list(range(1, rank)), list(range(1, rank + 1))):
+            raise _Refused(f"shares its slope over axes {shared!r}; the spec's prelu has a slope per channel (shared "
+                           f"over {list(range(1, rank))}) or one (over {list(range(1, rank + 1))})")
+        return self._emit(name, "prelu", inputs, shared=shared == list(range(1, rank + 1)))
 
     def _reshaped(self, name: str, kind: str, config: dict, inputs: list[str]) -> str:
         """The one-input layers without weights that change a tensor's values or shape: rescaling, upsampling,

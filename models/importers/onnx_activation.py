@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 
 from models.importers.onnx_common import (
+    FIRST,
     _float,
     _Refused,
     _Tensor,
@@ -114,3 +115,18 @@ class ActivationNodes:
         value = self._value(node, 0)
         approximate = _text(attributes.get("approximate", "none")) == "tanh"
         self._set(node, self._emit(label, "gelu", [value.spec], approximate=approximate), value.layout)
+
+    def _prelu(self, node: onnx.NodeProto, label: str) -> None:
+        """PRelu of a channels-first image or flat features by a parameter: one slope per channel ((C, 1, 1), with
+        leading 1s: torch's PReLU(C)) or one for every value (a single value: PReLU(), MONAI's default)."""
+        value, slope = self._value(node, 0), self._constant(node, 1, "slope")
+        shape = self.shapes[value.spec]
+        per_channel = (shape[-1], 1, 1) if value.layout == FIRST and len(shape) == 3 else (shape[-1],)
+        leading = slope.shape[:max(slope.ndim - len(per_channel), 0)]
+        shared = slope.size == 1
+        if isinstance(value.layout, tuple) or (value.layout != FIRST and len(shape) != 1) or set(leading) - {1} or \
+                not (shared or slope.shape[len(leading):] == per_channel) or node.input[1] not in self.parameters:
+            raise _Refused(f"multiplies by a slope of shape {list(slope.shape)}; the spec's prelu learns one slope, "
+                           f"or one per channel, {list(per_channel)} here (or with leading 1s)")
+        self._set(node, self._emit(label, "prelu", [value.spec], {"slope": slope.reshape(-1)}, shared=shared),
+                  value.layout)

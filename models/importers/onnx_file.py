@@ -187,6 +187,8 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
     parameters: set[str] = field(default_factory=set)  # the constants that are the file's initializers (or alias one)
     readers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
     dropouts: dict[int, DropoutMask] = field(default_factory=dict)  # Muls (by id) that are a dropout's arithmetic
+    # Reshapes (by id) that begin torch's group norm: its InstanceNormalization, Reshape back, and Mul and Add (or None)
+    group_norms: dict[int, tuple[onnx.NodeProto, ...]] = field(default_factory=dict)
     folded: set[int] = field(default_factory=set)  # nodes (by id) an earlier node took in: an Add of a bias, a Mul
     padding: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # a Pad's pixels owed to its Conv
     # a SplitToSequence's output -> the image it splits and each part's channels (start, stop), for its SequenceAts
@@ -219,6 +221,7 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
             for tensor in node.input:
                 self.readers.setdefault(tensor, []).append(node)
         self._find_dropouts(nodes)
+        self._find_group_norms(nodes)
         for index, node in enumerate(nodes):
             label = node.name or (node.output[0] if node.output else f"#{index}")
             op = f"{node.domain}:{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
@@ -366,6 +369,8 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
             return  # its value is among the constants, read with the initializers
         elif op == "Identity" and node.input[0] in self.constants:  # torch's exporter aliases weights so
             self.constants[node.output[0]] = self.constants[node.input[0]]
+        elif op == "Reshape" and id(node) in self.group_norms:
+            self._group_norm(node, label)
         elif op == "Reshape" and node.output[0] in self.parameters:  # not folded: its weights stored beside the file
             self._reshaped_parameter(node, attributes)
         elif op in ("Identity", "Dropout"):
@@ -384,6 +389,12 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
             self._gelu(node, attributes, label)
         elif op == "LayerNormalization":
             self._layernorm(node, attributes, label)
+        elif op == "InstanceNormalization":
+            self._instance_norm(node, attributes, label)
+        elif op == "GroupNormalization":
+            self._group_normalization(node, attributes, label)
+        elif op == "PRelu":
+            self._prelu(node, label)
         elif id(node) in self.dropouts:
             self._dropout(node, self.dropouts[id(node)], label)
         elif op in ("Mul", "Div") and (passed := self._by_one(node)) is not None:

@@ -21,6 +21,9 @@ from models.importers.onnx_common import (
 )
 from models.spec import Shape
 
+# ONNX's Pad modes the spec has: zeros (its zeropad2d), and the spec's pad2d modes
+PAD_MODES = {"constant": None, "reflect": "reflect", "edge": "replicate"}
+
 
 class ShapingNodes:
     """The _Importer's shaping nodes (models.importers.onnx_file reads the graph and sends each node here)."""
@@ -129,13 +132,16 @@ class ShapingNodes:
             self.tensors[node.output[0]] = value
 
     def _pad(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
-        """Zeros around H and W: taken in by the Conv that is its one reader, else a zeropad2d layer."""
+        """Zeros around H and W: taken in by the Conv that is its one reader, else a zeropad2d layer; the edge
+        mirrored or repeated (modes reflect and edge: torch's ReflectionPad2d and ReplicationPad2d), a pad2d layer."""
         value = self._value(node, 0)
         self._image_shape(value)
         pads, fill = self._constant(node, 1, "pads", integers=True), self._scalar(node, 2, "constant value")
         axes = self._constant(node, 3, "axes", integers=True)
-        if _text(attributes.get("mode", "constant")) != "constant" or (fill is not None and float(fill) != 0):
-            raise _Refused("pads with other than zeros; the spec's zeropad2d pads zeros")
+        mode = _text(attributes.get("mode", "constant"))
+        if mode not in PAD_MODES or (fill is not None and float(fill) != 0):
+            raise _Refused(f"pads with {mode} values other than zeros; the spec pads zeros (zeropad2d), or reflects "
+                           f"or repeats the edge (pad2d)")
         pads = [int(pad) for pad in pads.reshape(-1)] if pads is not None else []
         axes = [_axis(int(a), 4) for a in axes.reshape(-1)] if axes is not None else [0, 1, 2, 3]
         by_axis = {axis: (pads[i], pads[i + len(axes)]) for i, axis in enumerate(axes)} if len(pads) == \
@@ -143,6 +149,10 @@ class ShapingNodes:
         if not by_axis or any(by_axis.get(axis, (0, 0)) != (0, 0) for axis in (0, 1)) or min(pads) < 0:
             raise _Refused(f"pads {pads}; the spec's zeropad2d adds pixels >= 0 on H and W only")
         (top, bottom), (left, right) = by_axis.get(2, (0, 0)), by_axis.get(3, (0, 0))
+        if PAD_MODES[mode]:
+            self._set(node, self._emit(label, "pad2d", [value.spec], top=top, bottom=bottom, left=left, right=right,
+                                       mode=PAD_MODES[mode]), FIRST)
+            return
         if self._sole_reader(node.output[0], "Conv") is not None:
             self.padding[node.output[0]] = (top, bottom, left, right)
             self.tensors[node.output[0]] = value

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from models.layers.base import SameShape, SpecError, flag, is_real, positive_number, shown
+from models.layers.base import SameShape, Shape, SpecError, flag, is_real, positive_number, shown
 
 
 @dataclass(frozen=True)
@@ -95,3 +95,20 @@ class Mish(SameShape):
 
     kind: ClassVar[str] = "mish"
 
+
+
+@dataclass(frozen=True)
+class PReLU(SameShape):
+    """x where x >= 0, else slope * x, with a learned slope per channel (the last axis), or one slope for every value
+    where `shared`: torch's PReLU (num_parameters C, or 1, its default and MONAI's), Keras's PReLU (shared over
+    height and width, or over every axis), ONNX's PRelu. The slopes start at 0.25, torch's start."""
+
+    shared: bool = False
+    start: ClassVar[float] = 0.25  # every framework's first slope
+    kind: ClassVar[str] = "prelu"
+
+    def __post_init__(self) -> None:
+        flag(self.shared, "prelu.shared")
+
+    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {"slope": (1,) if self.shared else (shape[-1],)}

@@ -5,7 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from models.layers.base import SameShape, Shape, SpecError, flag, is_real, number, positive_number, shown
+from models.layers.base import (
+    SameShape,
+    Shape,
+    SpecError,
+    flag,
+    image_shape,
+    is_real,
+    number,
+    positive,
+    positive_number,
+    shown,
+)
 
 
 @dataclass(frozen=True)
@@ -103,3 +114,62 @@ class Normalize(SameShape):
     def statistics_shapes(self, shape: Shape) -> dict[str, Shape]:
         return {} if self.mean else {"mean": (shape[-1],), "variance": (shape[-1],), "count": ()}
 
+
+
+class _GroupedNorm(SameShape):
+    """A norm over groups of an image's channels, each example's apart: no running statistics, so training and
+    inference compute alike; `affine` learns a scale and an offset per channel."""
+
+    affine: bool
+    kind: ClassVar[str]
+
+    def groups_of(self, shape: Shape) -> int:
+        """How many groups an image of `shape` is normalized in."""
+        raise NotImplementedError
+
+    def output_shape(self, shape: Shape) -> Shape:
+        channels = image_shape(shape, self.kind)[2]
+        if channels % self.groups_of(shape):
+            raise SpecError(f"{self.kind} of {channels} channels in {self.groups_of(shape)} groups: they do not divide")
+        return shape
+
+    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
+        return {"scale": (shape[-1],), "offset": (shape[-1],)} if self.affine else {}
+
+
+@dataclass(frozen=True)
+class GroupNorm(_GroupedNorm):
+    """Each example's channels in `groups` groups, each normalized over its pixels and its channels (the biased
+    variance, `epsilon` added), then scaled and shifted per channel where `affine`: torch's GroupNorm (PoolFormer's
+    GroupNorm(1) normalizes a whole image), Keras's GroupNormalization, ONNX's GroupNormalization."""
+
+    groups: int
+    epsilon: float = 1e-5
+    affine: bool = True
+    kind: ClassVar[str] = "groupnorm"
+
+    def __post_init__(self) -> None:
+        positive(self.groups, "groupnorm.groups")
+        positive_number(self.epsilon, "groupnorm.epsilon")
+        flag(self.affine, "groupnorm.affine")
+
+    def groups_of(self, shape: Shape) -> int:
+        return self.groups
+
+
+@dataclass(frozen=True)
+class InstanceNorm(_GroupedNorm):
+    """Each example's channels normalized one by one over their pixels, a group norm of a channel a group: torch's
+    InstanceNorm2d (affine false by default; its running statistics, off by default, the importers refuse), ONNX's
+    InstanceNormalization (which always scales), Keras's GroupNormalization(groups=-1)."""
+
+    epsilon: float = 1e-5
+    affine: bool = False
+    kind: ClassVar[str] = "instancenorm"
+
+    def __post_init__(self) -> None:
+        positive_number(self.epsilon, "instancenorm.epsilon")
+        flag(self.affine, "instancenorm.affine")
+
+    def groups_of(self, shape: Shape) -> int:
+        return image_shape(shape, self.kind)[2]

@@ -58,6 +58,32 @@ class ZeroPad2D(_Sides):
                 at_most(w + self.left + self.right, "zeropad2d's width"), c)
 
 
+PAD_MODES = ("reflect", "replicate")
+
+
+@dataclass(frozen=True)
+class Pad2D(_Sides):
+    """An image's edge continued per side, by `mode`: "reflect" mirrors it without repeating the edge pixel (torch's
+    ReflectionPad2d, ONNX's Pad mode reflect: timm's blur pools), "replicate" repeats the edge pixel (torch's
+    ReplicationPad2d, ONNX's mode edge). A reflection takes fewer pixels than the side has."""
+
+    mode: str = "reflect"
+    kind: ClassVar[str] = "pad2d"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mode not in PAD_MODES:
+            raise SpecError(f"pad2d.mode must be one of {', '.join(PAD_MODES)}, got {shown(self.mode)}")
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, c = image_shape(shape, self.kind)
+        if self.mode == "reflect" and (max(self.top, self.bottom) >= h or max(self.left, self.right) >= w):
+            raise SpecError(f"pad2d reflects {self.top}, {self.bottom}, {self.left}, {self.right} pixels (top, bottom, "
+                            f"left, right) of an image of {h} by {w}: a reflection takes fewer than the side has")
+        return (at_most(h + self.top + self.bottom, "pad2d's height"), at_most(w + self.left + self.right,
+                                                                              "pad2d's width"), c)
+
+
 @dataclass(frozen=True)
 class Crop2D(_Sides):
     """Pixels cut off an image's sides: NASNet's one-pixel shift (a zero row and column padded after, one cropped

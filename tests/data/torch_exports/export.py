@@ -16,6 +16,9 @@ not divide the input's, which it writes as their decomposition (`adaptive.onnx`)
 windows, then Where, Gather, Add and Div where the windows are uneven, a ReduceMean where they are even. A fifth is
 ShuffleNet v2's block (torchvision.models.shufflenetv2): a chunk of the channels, a branch, a concat and the channel
 shuffle, by both exporters (`shuffle.onnx`, and `shuffle_legacy.onnx`, whose shuffle reads its sizes from `Shape`).
+A sixth has the dense-prediction nets' layers, by the default exporter (`dense_prediction.onnx`): group norm (written
+as an InstanceNormalization between Reshapes, then a Mul and an Add), instance norm with and without its scale,
+PReLU, reflect and replicate padding.
 """
 
 from __future__ import annotations
@@ -111,6 +114,32 @@ class Shuffle(nn.Module):
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class DensePrediction(nn.Module):
+    """The segmentation and medical nets' layers: reflect and replicate padding (timm's blur pools), group norm in
+    two groups and in one (PoolFormer's), instance norm without its own scale (torch's default, MONAI's) beside one
+    with it, whose ones and zeros the exporter's optimizer stores as one initializer, and PReLU per channel and
+    shared (MONAI's default)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reflect = nn.ReflectionPad2d((1, 2, 0, 1))
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.group = nn.GroupNorm(2, 8)
+        self.prelu = nn.PReLU(8)
+        self.replicate = nn.ReplicationPad2d(1)
+        self.conv2 = nn.Conv2d(8, 8, 3)
+        self.instance = nn.InstanceNorm2d(8)
+        self.instance_affine = nn.InstanceNorm2d(8, affine=True)
+        self.prelu_shared = nn.PReLU()
+        self.whole = nn.GroupNorm(1, 8)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.prelu(self.group(self.conv(self.reflect(x))))
+        x = self.prelu_shared(self.instance_affine(self.instance(self.conv2(self.replicate(x)))))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.whole(x), 1), 1))
+
+
 def main() -> None:
     torch.manual_seed(0)
     net, image = Net(), torch.randn(2, 3, 16, 16)
@@ -134,10 +163,12 @@ def main() -> None:
     torch.onnx.export(shuffle.train(), (block,), HERE / "shuffle.onnx", optimize=False, **batch)
     torch.onnx.export(shuffle.eval(), (block,), HERE / "shuffle_legacy.onnx", dynamo=False,
                       training=torch.onnx.TrainingMode.PRESERVE, **batch)
+    dense = DensePrediction()
+    torch.onnx.export(dense.train(), (torch.randn(2, 3, 10, 10),), HERE / "dense_prediction.onnx", **batch)
     counts = {type(each).__name__: {"parameters": sum(parameter.numel() for parameter in each.parameters()),
                                     "statistics": sum(buffer.numel() for buffer in each.buffers()
                                                       if buffer.is_floating_point())}
-              for each in (net, dropouts, pointwise, adaptive, shuffle)}
+              for each in (net, dropouts, pointwise, adaptive, shuffle, dense)}
     (HERE / "counts.json").write_text(json.dumps(counts) + "\n")  # torch's own, for the importer's to equal
 
 
