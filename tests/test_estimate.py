@@ -28,13 +28,17 @@ from models.spec import (
     Dense,
     Flatten,
     GlobalAvgPool,
+    GroupNorm,
     HardSigmoid,
     HardSwish,
+    InstanceNorm,
     LayerScale,
     LeakyReLU,
     MaxPool2D,
     Mish,
     ModelSpec,
+    Pad2D,
+    PReLU,
     ReLU,
     Softplus,
 )
@@ -133,6 +137,7 @@ NEWER_KINDS = "newer-kinds"  # tests.test_estimate_graph.newer_kinds: every newe
 HARD_KINDS = "hard-kinds"  # hard_kinds(): MobileNetV3's activations, each read by the layer after it
 ZOO_KINDS = "zoo-kinds"  # zoo_kinds(): the kinds the public conv nets brought
 NEXT_KINDS = "next-kinds"  # next_kinds(): the kinds timm's and the segmentation nets brought
+DENSE_KINDS = "dense-kinds"  # dense_kinds(): the kinds the dense-prediction and medical nets brought
 
 
 def hard_kinds() -> ModelSpec:
@@ -171,8 +176,19 @@ def next_kinds() -> ModelSpec:
                                              Softplus(), Conv2D(4, bias=False), Mish(), GlobalAvgPool()), "mse")
 
 
+def dense_kinds() -> ModelSpec:
+    """The kinds the dense-prediction and medical nets brought, each between convs so that what it keeps is its own:
+    reflect and replicate padding, group norm with and without its scale, instance norm with and without it (torch
+    repeats an instance norm's scale per example), PReLU per channel and shared."""
+    return ModelSpec(DENSE_KINDS, (9, 9, 4), (
+        Pad2D(1, 1, 2, 0), Conv2D(4, bias=False), GroupNorm(2), PReLU(), Conv2D(4, bias=False),
+        Pad2D(0, 1, 1, 1, mode="replicate"), Conv2D(4, bias=False), GroupNorm(1, affine=False), Conv2D(4, bias=False),
+        InstanceNorm(), Conv2D(4, bias=False), InstanceNorm(affine=True), PReLU(shared=True), Conv2D(4, bias=False),
+        GlobalAvgPool()), "mse")
+
+
 SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds, HARD_KINDS: hard_kinds, ZOO_KINDS: zoo_kinds,
-              NEXT_KINDS: next_kinds}
+              NEXT_KINDS: next_kinds, DENSE_KINDS: dense_kinds}
 
 
 SAVED_CASES = [
@@ -181,7 +197,7 @@ SAVED_CASES = [
     *(("torch", GRAPH_SMALL, 2, technique) for technique in ("none", "inplace", "checkpoint", "bnrelu", "efficient")),
     *(("keras-torch", model, batch, "none") for model, batch in (("heatmap68", 2), (GRAPH_SMALL, 2), ("resnet50", 1))),
     *((framework, model, 2, "none") for framework in ("torch", "keras-torch")
-      for model in (NEWER_KINDS, ZOO_KINDS, NEXT_KINDS))]
+      for model in (NEWER_KINDS, ZOO_KINDS, NEXT_KINDS, DENSE_KINDS))]
 
 
 def _spec(model: str) -> ModelSpec:

@@ -143,7 +143,18 @@ g = layers.Dropout(0.3, noise_shape=(None, 1), name="drop")(layers.Reshape((-1,)
 net = saved(keras.Model(x_in, layers.Dense(3, activation="sigmoid", name="out")(g), name="assorted"), "assorted")
 reference(net, "assorted", rng.standard_normal((2, 12, 12, 4)).astype("float32"), "mse")
 
+x_in = keras.Input((8, 8, 3), name="image")  # the dense-prediction nets' norms and activations
+x = layers.Conv2D(8, 3, name="conv")(x_in)
+x = layers.GroupNormalization(2, epsilon=1e-5, name="group")(x)
+x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)
+x = layers.GroupNormalization(-1, name="instance")(layers.Conv2D(8, 3, padding="same", name="conv2")(x))
+x = layers.GroupNormalization(8, center=False, scale=False, name="instance_plain")(x)
+x = layers.PReLU(shared_axes=[1, 2, 3], name="prelu_shared")(x)
+net = saved(keras.Model(x_in, layers.Conv2D(2, 1, name="head")(x), name="dense"), "dense")
+reference(net, "dense", rng.standard_normal((2, 8, 8, 3)).astype("float32"), "mse")
+
 refused = {
+    "prelu_rows": [keras.Input((4, 4, 2)), layers.PReLU(shared_axes=[1], name="rows")],
     "lstm": [keras.Input((5, 4)), layers.LSTM(3, name="lstm"), layers.Dense(1)],
     "softmax": [keras.Input((4,)), layers.Dense(3, activation="softmax", name="gate"), layers.Dense(2)],
     "max_same": [keras.Input((7, 8, 1)), layers.MaxPooling2D(2, padding="same", name="max")],  # H, W pad unlike
@@ -164,7 +175,7 @@ square = keras.Input((4,))
 keras.Model(square, square - square).save(f"{out}/ops.keras")
 print(json.dumps(counts))
 """
-COMPARED = ("efficientnet", "convnext", "assorted")
+COMPARED = ("efficientnet", "convnext", "assorted", "dense")
 COUNTED = ("net", "mobilenetv3", *COMPARED)  # MobileNetV3Small's layers compared through assorted's (its own forward
 # in torch and JAX cost the tests about 10 s of CPU)
 
@@ -316,6 +327,16 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
     assert layers["drop"]["per_example"] is True and "max_pad" not in layers and "avg_pad" not in layers
 
 
+def test_group_normalization_and_prelu_mapping(built: tuple[Path, dict]) -> None:
+    """Keras's GroupNormalization is a group norm, or at a channel a group (groups -1 or the channels) an instance
+    norm, learning its scale and offset or neither; PReLU shared over the pixels has a slope per channel."""
+    layers = _layers(built[0] / "dense.keras")
+    assert layers["group"] == {"type": "groupnorm", "groups": 2}
+    assert layers["instance"] == {"type": "instancenorm", "epsilon": 1e-3, "affine": True}
+    assert layers["instance_plain"] == {"type": "instancenorm", "epsilon": 1e-3}
+    assert layers["prelu"] == {"type": "prelu"} and layers["prelu_shared"] == {"type": "prelu", "shared": True}
+
+
 def test_a_zero_pad_folds_into_a_max_pool_only_over_values_never_negative(built: tuple[Path, dict]) -> None:
     """Keras's zeros can win a max where the spec's padding (minus infinity) would not: over a linear conv's output
     the padding stays a layer of its own."""
@@ -378,7 +399,7 @@ def test_canonical_weights_name_what_is_missing_or_misshapen(built: tuple[Path, 
     ("max_same", "'max' (MaxPooling2D)"),
     ("rescale", "'per_channel' (Rescaling)"),
     ("noise", "'channels' (Dropout)"), ("rms", "'rms' (LayerNormalization)"), ("ops", "'subtract' (Subtract)"),
-    ("first", "'first' (AdaptiveAveragePooling2D)"),
+    ("first", "'first' (AdaptiveAveragePooling2D)"), ("prelu_rows", "'rows' (PReLU)"),
     ("shared", "'block' (Sequential)")])
 def test_refused_in_one_line(built: tuple[Path, dict], name: str, layer: str) -> None:
     path = built[0] / f"{name}.keras"
