@@ -11,8 +11,9 @@ LSTM, attention, a custom op) is refused in one line naming the file, the node a
 approximated: an estimate of a different net would be silently wrong.
 
 Counts: the spec's weights are exactly the constants (initializers, or Constant nodes) that a Conv, Gemm,
-MatMul (with the Add of its bias), BatchNormalization or LayerNormalization reads as weights (and the initializer a
-Mul multiplies by per channel, itself or reshaped: a layer scale's), so the spec's param_count + statistics_count is
+MatMul (with the Add of its bias), BatchNormalization, LayerNormalization, GroupNormalization, an affine
+InstanceNormalization (torch's group norm's Mul and Add) or PRelu reads as weights (and the initializer a Mul
+multiplies by per channel, itself or reshaped: a layer scale's), so the spec's param_count + statistics_count is
 their total size. Constants that only shape the computation (Reshape's shape, Clip's bounds, Pad's pads, Resize's
 scales, Dropout's ratio) are not weights and are not counted. A constant
 two nodes read counts once per reader: the spec shares no weights, and an exporter may store equal values once
