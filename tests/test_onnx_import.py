@@ -550,6 +550,30 @@ def test_a_graph_whose_batch_norms_were_fused_is_refused_naming_the_export_that_
     assert not out.exists() and done.stdout == ""  # nothing measured
 
 
+def test_an_ultralytics_export_fused_by_model_export_is_refused_and_one_keeping_its_norms_imports(
+        tmp_path: Path) -> None:
+    """Ultralytics' model.export() fuses each batch norm into its conv in torch, so the weights keep their names:
+    its mark in the metadata (author, or YOLOv5's stride and names) with no norm left is the fused net, refused with
+    the export that keeps them; a marked file that kept its batch norms, and an unmarked net without norms (VGG's),
+    import as they are."""
+    net = _Net(3, 8)  # a YOLO classifier, fused: a conv with its bias, an activation, pooling and the head
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [net.node("Relu", [net.conv("image", "conv", 4, 3, 3)],
+                                                                     "relu")], "gap")], "flat")
+    fused = net.model(net.node("Gemm", [x, net.weight("fc.W", 5, 4), net.weight("fc.B", 5)], "fc", transB=1), 5, 17)
+    for marks in ({"author": "Ultralytics", "task": "classify"}, {"stride": "32", "names": "{0: 'cat'}"}):
+        onnx.helper.set_model_props(fused, marks)
+        path = _save(fused, tmp_path, "fused")
+        with pytest.raises(SpecError) as error:
+            load_spec_file(path)
+        assert str(error.value) == f"{path}: an Ultralytics export, its batch norms fused into its convs: an " \
+                                   f"inference graph; fix: {Fix.UNFUSED_YOLO}"
+    del fused.metadata_props[:]
+    assert load_spec_file(_save(fused, tmp_path, "plain")).param_count == 4 * 28 + 25  # no mark: a net without norms
+    kept, _ = residual_net()
+    onnx.helper.set_model_props(kept, {"author": "Ultralytics"})
+    assert load_spec_file(_save(kept, tmp_path, "kept")).statistics_count == 32  # its batch norms kept
+
+
 def test_an_imported_net_runs_a_scenario_in_keras(tmp_path: Path) -> None:
     path = _save(residual_net()[0], tmp_path, "residual")
     done = run_cli("run", "--framework", "keras-tensorflow", "--model-file", str(path), "--device", "cpu",

@@ -8,6 +8,10 @@ of a ResNet's). Both of PyTorch's exporters leave a trace of the fusion:
   node's metadata (`pkg.onnxscript.rewriter.rule_name`: FuseBatchNormIntoConv, ...IntoConvTranspose, ...IntoGemm);
 - the legacy (TorchScript) exporter in its default TrainingMode.EVAL folds the batch norm into the conv's weight
   and bias, constants it computed and names `onnx::Conv_<n>`, where a parameter keeps its state_dict name.
+Ultralytics' `model.export()` fuses them in torch itself (`model.fuse()`) before exporting, so the convs' weights
+keep their names; its exporter writes its name into the model's metadata (`author`: Ultralytics; YOLOv5's writes
+`stride` and `names`), and a file so marked with no norm left is its fused net. A net without norms of its own
+(VGG, SqueezeNet) carries no such mark and is read as it is.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from models.importers.fixes import Fix
 RULE_KEY = "pkg.onnxscript.rewriter.rule_name"
 FUSION_RULE = "FuseBatchNorm"  # the prefix of onnxscript's rules that fold a batch norm into its producer
 COMPUTED_WEIGHT = re.compile(r"onnx::Conv_\d+")  # the legacy exporter's name for a conv weight it computed
+NORMS = {"BatchNormalization", "InstanceNormalization", "GroupNormalization", "LayerNormalization"}
 
 
 def fused_batch_norm(model: onnx.ModelProto) -> str | None:
@@ -31,6 +36,11 @@ def fused_batch_norm(model: onnx.ModelProto) -> str | None:
         if fused:
             return (f"node {node.name!r} ({node.op_type}) has a batch norm fused in ({fused}): an inference graph; "
                     f"fix: {Fix.KEEP_BATCH_NORMS}")
+    marks = {entry.key: entry.value for entry in model.metadata_props}
+    if (marks.get("author") == "Ultralytics" or {"stride", "names"} <= marks.keys()) and \
+            not any(node.op_type in NORMS for node in model.graph.node):
+        return f"an Ultralytics export, its batch norms fused into its convs: an inference graph; fix: " \
+               f"{Fix.UNFUSED_YOLO}"
     if model.producer_name != "pytorch":
         return None
     initializers = {initializer.name for initializer in model.graph.initializer}
