@@ -80,8 +80,9 @@ gpu-check: $(if $(FOOTPRINT_PYTHON),,$(TOX))
 # and timm's nets: PyPI's torchvision for Linux is a CUDA build, so it joins the CPU torch without its dependencies,
 # and so does timm (which asks for torchvision).
 zoo: $(TOX)
-	$(call make_envs,$(SUITE_ENVS) zoo-torch)
+	$(call make_envs,$(SUITE_ENVS) zoo-torch zoo-keras)
 	.tox/zoo-torch/bin/python -m pip install -q --no-deps torchvision==0.29.1 timm==1.0.31
+	.tox/zoo-keras/bin/python -m pip install -q --no-deps keras-hub==0.32.0
 	.tox/bench/bin/python -m suites zoo $(if $(NETS),--nets "$(NETS)") $(if $(SEED),--seed "$(SEED)")
 
 test: envs

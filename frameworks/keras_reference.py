@@ -77,3 +77,26 @@ def layer_weights(model: keras.Model, prefix: str = "") -> dict[str, np.ndarray]
         else:
             found |= {f"weights:{prefix}{layer.name}:{index}": value for index, value in enumerate(layer.get_weights())}
     return found
+
+
+def rewrap(model_file: str, package: str, out_path: str) -> int:
+    """A registered Keras class (a keras-hub backbone, a functional subclass) loaded by Keras, which imports its
+    package itself (a Keras-team one only), and saved as the functional model it is, `keras.Model(inputs, outputs)`:
+    its layers and weights, which the importer reads. Without the package: one line naming it, and exit 2."""
+    import importlib.util
+    import sys
+
+    import keras
+    from keras.src.models.functional import Functional
+
+    if importlib.util.find_spec(package) is None:
+        print(f"{package} is not installed beside Keras here ({sys.prefix}): `make zoo` installs it in .tox/zoo-keras",
+              file=sys.stderr)
+        return 2
+    model = keras.saving.load_model(model_file, compile=False, safe_mode=True)
+    if not isinstance(model, Functional):
+        print(f"{type(model).__name__} is no functional model (a subclass whose call() is its code): nothing to "
+              f"rewrap", file=sys.stderr)
+        return 2
+    keras.Model(model.inputs, model.outputs, name=model.name).save(out_path)
+    return 0

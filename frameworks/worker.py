@@ -643,7 +643,15 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("scenario_files", nargs="+")
     job = jobs.add_parser("keras-reference")
     job.add_argument("files", nargs="+", metavar="MODEL_FILE ARRAYS_NPZ OUT_NPZ SCORES")
+    job = jobs.add_parser("keras-rewrap")
+    job.add_argument("model_file")
+    job.add_argument("package")
+    job.add_argument("out")
     args = parser.parse_args(argv)
+    if args.job == "keras-rewrap":
+        from frameworks.keras_reference import rewrap
+
+        return rewrap(args.model_file, args.package, args.out)
     if args.job == "keras-reference":
         if len(args.files) % 4:
             parser.error("keras-reference takes MODEL_FILE ARRAYS_NPZ OUT_NPZ SCORES for each file")

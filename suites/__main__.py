@@ -579,10 +579,22 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _functional_files(args: argparse.Namespace) -> None:
+    """Each --model-file of a registered Keras class (a keras-hub backbone) replaced by the functional model it is,
+    which Keras saves in a worker (suites/run/keras_rewrap.py): every command then reads that file."""
+    given = getattr(args, "model_file", None)
+    if not given:
+        return
+    from suites.run.keras_rewrap import functional_file
+
+    args.model_file = [functional_file(path) for path in given] if isinstance(given, list) else functional_file(given)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     interrupts.install()
     try:
+        _functional_files(args)
         return args.action(args)
     except (SpecError, SetupError) as error:
         print(f"python -m suites: error: {error}", file=sys.stderr)

@@ -7,12 +7,15 @@ import json
 import os
 import re
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from models.importers.files import load_spec_file
+from models.importers.fixes import Fix
 from models.importers.keras_file import canonical_weights, spec_from_keras
 from models.spec import SpecError
 from suites.run.registry import ROOT, interpreter
@@ -152,6 +155,19 @@ x = layers.GroupNormalization(8, center=False, scale=False, name="instance_plain
 x = layers.PReLU(shared_axes=[1, 2, 3], name="prelu_shared")(x)
 net = saved(keras.Model(x_in, layers.Conv2D(2, 1, name="head")(x), name="dense"), "dense")
 reference(net, "dense", rng.standard_normal((2, 8, 8, 3)).astype("float32"), "mse")
+
+@keras.saving.register_keras_serializable(package="user_nets")
+class Backbone(keras.Model):  # a functional subclass, saved as its class: its config is its arguments
+    def __init__(self, width=4, **kwargs):
+        inputs = keras.Input((8, 8, 3))
+        super().__init__(inputs, layers.Conv2D(width, 3)(inputs), **kwargs)
+        self.width = width
+
+    def get_config(self):
+        return {"width": self.width, "name": self.name}
+
+
+Backbone().save(f"{out}/registered.keras")
 
 refused = {
     "prelu_rows": [keras.Input((4, 4, 2)), layers.PReLU(shared_axes=[1], name="rows")],
@@ -406,6 +422,37 @@ def test_refused_in_one_line(built: tuple[Path, dict], name: str, layer: str) ->
     with pytest.raises(SpecError) as error:
         load_spec_file(path)
     assert str(error.value).startswith(f"{path}: layer {layer} ") and "\n" not in str(error.value)
+
+
+def test_a_registered_class_is_refused_naming_its_package_and_the_rewrap(built: tuple[Path, dict]) -> None:
+    """A functional subclass saved as its class (keras-hub's backbones are) holds its arguments, not its layers: only
+    its package builds it, and the suite never imports a package a file names (but the Keras team's, which Keras
+    imports itself: suites/run/keras_rewrap.py), so it is refused in one line with the rewrap that imports."""
+    path = built[0] / "registered.keras"
+    with pytest.raises(SpecError) as error:
+        load_spec_file(path)
+    assert str(error.value) == f"{path}: a registered Keras class, user_nets>Backbone (user_nets): its config holds " \
+                               f"the arguments it is built with, not its layers; fix: {Fix.KERAS_REWRAP}"
+
+
+def test_a_keras_hub_class_where_keras_hub_is_missing_is_refused_naming_it(tmp_path: Path) -> None:
+    """A keras-hub backbone saved as itself: Keras builds it where keras-hub is installed (`make zoo`'s env); in an
+    interpreter without it, the command says so in one line, and measures nothing."""
+    path = tmp_path / "backbone.keras"
+    config = {"module": "keras_hub.src.models.resnet.resnet_backbone", "class_name": "ResNetBackbone",
+              "registered_name": "keras_hub>ResNetBackbone", "config": {"name": "res_net_backbone"}}
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("config.json", json.dumps(config))
+        archive.writestr("metadata.json", json.dumps({"keras_version": "3.15.1"}))
+    keras_env = interpreter("keras-tensorflow")
+    without = os.environ | {"FOOTPRINT_PYTHON_ZOO_KERAS": keras_env}  # the bench's Keras: no keras-hub
+    done = subprocess.run([sys.executable, "-m", "suites", "estimate", "--model-file", str(path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600, env=without)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"python -m suites: error: {path}: a registered Keras class of keras_hub, which Keras could not build as a "
+        f"functional model: keras_hub is not installed beside Keras here ({Path(keras_env).parents[1]}): `make zoo` "
+        f"installs it in .tox/zoo-keras"]
 
 
 def test_cli_estimates_a_keras_file_and_refuses_an_lstm(built: tuple[Path, dict]) -> None:

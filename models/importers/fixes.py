@@ -21,5 +21,7 @@ class Fix(StrEnum):
     BATCH_DYNAMIC_ONLY = "export at the image size to measure, only the batch dynamic; docs/models.md"
     DATA_BESIDE = "keep the exporter's weights file (<file>.onnx.data) beside it, under its name; docs/models.md"
     KERAS_INPUT_SHAPE = "build the model with its input shape (input_shape=(224, 224, 3)); docs/models.md"
+    # a registered Keras class (keras-hub's backbones) saved as itself: its config is its arguments, not its layers
+    KERAS_REWRAP = "save keras.Model(model.inputs, model.outputs), or install its package (make zoo); docs/models.md"
     # Ultralytics' model.export() fuses every batch norm into its conv (model.fuse()) before exporting
     UNFUSED_YOLO = "export YOLO(...).model from train() with torch.onnx.export, not model.export(); docs/models.md"

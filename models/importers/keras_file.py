@@ -91,6 +91,21 @@ class _Refused(Exception):
     """A layer with no counterpart: the message says why, the caller adds the file and the layer."""
 
 
+# The packages whose registered classes Keras imports itself when it loads one (keras/src/saving/serialization_lib.py:
+# the Keras team's model libraries); another package's class needs that package imported first, which a file must
+# never make the suite do
+KERAS_TEAM_PACKAGES = ("keras_hub", "keras_cv", "keras_nlp")
+
+
+class RegisteredKerasClass(SpecError):
+    """A `.keras` file of a registered Keras class (a keras-hub backbone, a functional subclass): its config holds
+    the arguments the class is built with, not its layers, so only Keras with the class's `package` can build it."""
+
+    def __init__(self, message: str, package: str) -> None:
+        super().__init__(message)
+        self.package = package
+
+
 def is_keras_config(data: object) -> bool:
     """Whether parsed JSON is a Keras model's config (what `to_json()` writes) rather than a spec."""
     return isinstance(data, dict) and data.get("class_name") in KERAS_MODELS and "config" in data
@@ -108,6 +123,12 @@ def load_keras_file(path: str | Path) -> ModelSpec:
         raise SpecError(f"cannot read Keras file {path}: {exc.strerror or exc}") from exc
     except (zipfile.BadZipFile, KeyError) as exc:
         raise SpecError(f"{path} is not a saved Keras model (a zip holding config.json)") from exc
+    registered, module = (data.get(key) if isinstance(data, dict) else None for key in ("registered_name", "module"))
+    if isinstance(registered, str) and ">" in registered and "layers" not in (
+            data.get("config") if isinstance(data.get("config"), dict) else {}):
+        package = (module if isinstance(module, str) else registered).split(".")[0].split(">")[0]
+        raise RegisteredKerasClass(f"{path}: a registered Keras class, {registered} ({package}): its config holds the "
+                                   f"arguments it is built with, not its layers; fix: {Fix.KERAS_REWRAP}", package)
     if not is_keras_config(data):
         raise SpecError(f"{path}: config.json holds no Sequential or functional Keras model")
     if not isinstance(metadata, dict):
