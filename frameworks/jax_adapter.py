@@ -39,6 +39,7 @@ from models.spec import (
     ChannelSlice,
     Concat,
     Conv2D,
+    ConvTranspose2D,
     Crop2D,
     Dense,
     Dropout,
@@ -387,6 +388,11 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
                                          feature_group_count=layer.groups)
         x = x + params["bias"] if "bias" in params else x
         return checkpoint_name(x, CONV_OUTPUT), None
+    if isinstance(layer, ConvTranspose2D):  # a conv of the input spread `stride` apart, by the flipped kernel
+        x = jax.lax.conv_general_dilated(x, _transposed_kernel(params["kernel"], layer.groups), (1, 1),
+                                         _transposed_padding(layer), lhs_dilation=(layer.stride,) * 2,
+                                         dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=layer.groups)
+        return (x + params["bias"] if "bias" in params else x), None
     if isinstance(layer, BatchNorm):
         axes = tuple(range(x.ndim - 1))
         if training:  # the batch's mean and biased variance, as flax's BatchNorm and Keras take them
@@ -451,6 +457,20 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
               Concat: lambda: numpy.concatenate(inputs, axis=-1)}
     return simple[type(layer)](), None
+
+
+def _transposed_kernel(kernel: jax.Array, groups: int) -> jax.Array:
+    """A transposed conv's kernel (kh, kw, out / groups, in) as the HWIO kernel (kh, kw, in / groups, out) of the
+    conv that computes it: flipped in height and width, each group's in and out swapped."""
+    kh, kw, out, channels = kernel.shape
+    grouped = kernel.reshape(kh, kw, out, groups, channels // groups).transpose(0, 1, 4, 3, 2)
+    return grouped.reshape(kh, kw, channels // groups, groups * out)[::-1, ::-1]
+
+
+def _transposed_padding(layer: ConvTranspose2D) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The padding of that conv: the kernel less one, less what the layer cuts off each side."""
+    return tuple((kernel - 1 - before, kernel - 1 - after) for kernel, (before, after) in zip(
+        layer.kernel_size, layer.cut, strict=True))  # type: ignore[return-value]
 
 
 def _nbytes(tree: object) -> int:

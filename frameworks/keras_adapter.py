@@ -44,6 +44,7 @@ from models.spec import (
     ChannelSlice,
     Concat,
     Conv2D,
+    ConvTranspose2D,
     Crop2D,
     Dense,
     Dropout,
@@ -279,6 +280,8 @@ class KerasAdapter(Adapter):
                                                            depthwise_initializer=init, **options)]
             return [*pad, keras.layers.Conv2D(layer.filters, layer.kernel_size, layer.stride, padding,
                                               groups=layer.groups, kernel_initializer=init, **options)]
+        if isinstance(layer, ConvTranspose2D):
+            return [_classes().TransposedConv(layer, init_bound(step), **dtype)]
         if isinstance(layer, Dense):
             init = keras.initializers.RandomUniform(-init_bound(step), init_bound(step), seed=0)
             return [keras.layers.Dense(layer.units, use_bias=layer.bias, kernel_initializer=init,
@@ -621,6 +624,46 @@ def _edge_padding() -> type:
 
 
 @functools.cache
+def _transposed_conv() -> type:
+    """torch's ConvTranspose2d as a Keras layer, defined once Keras is imported: keras.ops.conv_transpose, what
+    Conv2DTranspose calls ('valid', with torch's output_padding), per group of channels, then torch's padding cut
+    off each side. Conv2DTranspose itself has neither groups nor torch's padding."""
+
+    class TransposedConv(keras.layers.Layer):
+        """A transposed conv of the spec's options; its weights the spec's kernel (kh, kw, out / groups, in) and
+        bias."""
+
+        def __init__(self, layer: ConvTranspose2D, bound: float, **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.layer, self.bound = layer, bound
+
+        def build(self, shape: tuple) -> None:
+            init = keras.initializers.RandomUniform(-self.bound, self.bound, seed=0)
+            self.kernel = self.add_weight(shape=(*self.layer.kernel_size, self.layer.filters // self.layer.groups,
+                                                 shape[-1]), initializer=init, name="kernel")
+            self.bias = self.add_weight(shape=(self.layer.filters,), initializer="zeros", name="bias") \
+                if self.layer.bias else None
+
+        def call(self, inputs: object) -> object:
+            layer, ops = self.layer, keras.ops
+            extra = tuple(max(before - after, 0) for before, after in layer.cut)  # torch's output_padding per axis
+            each = inputs.shape[-1] // layer.groups
+            parts = [ops.conv_transpose(inputs[..., group * each:(group + 1) * each],
+                                        self.kernel[..., group * each:(group + 1) * each], layer.stride, "valid",
+                                        output_padding=extra) for group in range(layer.groups)]
+            out = parts[0] if len(parts) == 1 else ops.concatenate(parts, axis=-1)
+            (top, bottom), (left, right) = ((before, after + added) for (before, after), added in zip(
+                layer.cut, extra, strict=True))
+            out = out[:, top:out.shape[1] - bottom, left:out.shape[2] - right]
+            return out if self.bias is None else out + self.bias
+
+        def compute_output_shape(self, shape: tuple) -> tuple:
+            return (shape[0], *self.layer.output_shape(tuple(shape[1:]))[:2], self.layer.filters)
+
+    return TransposedConv
+
+
+@functools.cache
 def _channel_slice() -> type:
     """The channel slice layer, defined once Keras is imported (Keras has no slicing layer)."""
 
@@ -739,4 +782,4 @@ def _classes() -> SimpleNamespace:
     """The adapter's own Keras layers, defined once Keras is imported."""
     return SimpleNamespace(MinusInfinityPadding=_minus_infinity_padding(), Recomputed=_recomputed(),
                            InsideAveragePooling=_inside_average_pooling(), ChannelSlice=_channel_slice(),
-                           EdgePadding=_edge_padding())
+                           EdgePadding=_edge_padding(), TransposedConv=_transposed_conv())

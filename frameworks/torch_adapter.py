@@ -28,6 +28,7 @@ from models.spec import (
     ChannelSlice,
     Concat,
     Conv2D,
+    ConvTranspose2D,
     Crop2D,
     Dense,
     Dropout,
@@ -136,6 +137,23 @@ def _layer_norm(channels: int, epsilon: float, device: torch.device) -> torch.nn
             return super().forward(inputs.movedim(1, -1)).movedim(-1, 1)
 
     return ChannelLayerNorm(channels, eps=epsilon, device=device)
+
+
+def _conv_transpose(layer: ConvTranspose2D, channels: int, device: torch.device) -> torch.nn.Module:
+    """torch's ConvTranspose2d of the spec's cut: its padding the pixels cut before, its output_padding those cut
+    fewer after; where more are cut after (Keras's 'same' of an odd kernel less stride), they are sliced off."""
+    padding = tuple(before for before, _ in layer.cut)
+    extra = tuple(max(before - after, 0) for before, after in layer.cut)
+    rows, columns = (max(after - before, 0) for before, after in layer.cut)
+
+    class CroppedConvTranspose(torch.nn.ConvTranspose2d):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            out = super().forward(inputs)
+            return out[..., :out.shape[2] - rows, :out.shape[3] - columns]
+
+    built = CroppedConvTranspose if rows or columns else torch.nn.ConvTranspose2d
+    return built(channels, layer.filters, layer.kernel_size, layer.stride, padding, extra, layer.groups, layer.bias,
+                 device=device)
 
 
 def _layer_scale(channels: int, device: torch.device) -> torch.nn.Module:
@@ -352,6 +370,8 @@ class TorchAdapter(Adapter):
                     return nn.Sequential(nn.ZeroPad2d((left, right, top, bottom)), conv)
                 conv.padding = (top, left)
             return conv
+        if isinstance(layer, ConvTranspose2D):
+            return _conv_transpose(layer, step.input_shape[2], self.device)
         if isinstance(layer, BatchNorm):
             norm = nn.BatchNorm2d if len(step.input_shape) == 3 else nn.BatchNorm1d
             module = norm(step.input_shape[-1], eps=layer.epsilon, momentum=layer.momentum, device=self.device)
@@ -611,6 +631,8 @@ class TorchAdapter(Adapter):
                 kernel = given["kernel"]
                 if isinstance(step.layer, Conv2D):
                     kernel = kernel.permute(3, 2, 0, 1)  # HWIO -> OIHW
+                elif isinstance(step.layer, ConvTranspose2D):
+                    kernel = kernel.permute(3, 2, 0, 1)  # (kh, kw, out / groups, in) -> (in, out / groups, kh, kw)
                 else:
                     if image:  # canonical rows are (h, w, c); torch flattens (c, h, w)
                         kernel = kernel.reshape(*image, -1).permute(2, 0, 1, 3).reshape(given["kernel"].shape)

@@ -14,13 +14,14 @@ from models.spec import Conv2D, ModelSpec
 
 # The probed kinds: each is a block of the kind probes, and the kind whose cost each spec kind borrows.
 PROBED = ("conv", "depthwise", "elementwise", "silu", "gelu", "dropout", "layernorm", "batchnorm")
-# Spec kinds measured by another kind's probe: a dense layer is a matrix product, as a 1x1 conv is; the smooth
+# Spec kinds measured by another kind's probe: a dense layer is a matrix product, as a 1x1 conv is, and a transposed
+# conv a conv (of its input spread apart); the smooth
 # activations and hard swish compute more than one op per value, as SiLU does; group and instance norm reduce each
 # channel's pixels for their statistics in training as batch norm does; everything else not listed (ReLU, PReLU,
 # add, concat, pools, padding, reshapes) costs what a ReLU does, an element-wise op the compiler fuses.
-MEASURED_BY = {"dense": "conv", "batchnorm": "batchnorm", "layernorm": "layernorm", "dropout": "dropout",
-               "gelu": "gelu", "silu": "silu", "sigmoid": "silu", "hard_sigmoid": "silu", "hard_swish": "silu",
-               "groupnorm": "batchnorm", "instancenorm": "batchnorm"}
+MEASURED_BY = {"dense": "conv", "conv_transpose2d": "conv", "batchnorm": "batchnorm", "layernorm": "layernorm",
+               "dropout": "dropout", "gelu": "gelu", "silu": "silu", "sigmoid": "silu", "hard_sigmoid": "silu",
+               "hard_swish": "silu", "groupnorm": "batchnorm", "instancenorm": "batchnorm"}
 
 
 def probe_kind(layer: object) -> str:

@@ -41,7 +41,7 @@ from models.layers.base import (
     positive,
     same_padding,
 )
-from models.layers.conv import Conv2D
+from models.layers.conv import Conv2D, ConvTranspose2D
 from models.layers.linear import Dense, Dropout
 from models.layers.merge import Add, Concat, Multiply
 from models.layers.normalization import (
@@ -71,24 +71,26 @@ INPUT = -1  # ... and its index among a layer's inputs
 # The layer kinds live in models.layers, a module per family; callers take them, and their checks, from here.
 __all__ = [
     "AdaptiveAvgPool2D", "Add", "AvgPool2D", "BatchNorm", "CODE_NUMBERS", "ChannelShuffle", "ChannelSlice",
-    "Concat", "Conv2D", "Crop2D", "Dense", "Dropout", "ELEMENTWISE", "ELU", "Flatten", "GELU", "GlobalAvgPool",
-    "GroupNorm", "HardSigmoid", "HardSwish", "INPUT", "INTERPOLATIONS", "InstanceNorm", "LAYER_TYPES", "LOSSES",
-    "Layer", "LayerNorm", "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES", "MAX_SIZE", "MODEL_INPUT",
-    "MaxPool2D", "Mish", "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS", "PReLU", "Pad2D", "ReLU",
-    "ReLU6", "Rescale", "Reshape", "Shape", "SiLU", "Sigmoid", "Softplus", "SpecError", "Upsample2D", "ZeroPad2D",
-    "conv_output_size", "flag", "number", "pixels", "positive", "same_padding", "written_channels_last",
+    "Concat", "Conv2D", "ConvTranspose2D", "Crop2D", "Dense", "Dropout", "ELEMENTWISE", "ELU", "Flatten", "GELU",
+    "GlobalAvgPool", "GroupNorm", "HardSigmoid", "HardSwish", "INPUT", "INTERPOLATIONS", "InstanceNorm",
+    "LAYER_TYPES", "LOSSES", "Layer", "LayerNorm", "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES",
+    "MAX_SIZE", "MODEL_INPUT", "MaxPool2D", "Mish", "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS",
+    "PReLU", "Pad2D", "ReLU", "ReLU6", "Rescale", "Reshape", "Shape", "SiLU", "Sigmoid", "Softplus", "SpecError",
+    "Upsample2D", "ZeroPad2D", "conv_output_size", "flag", "number", "pixels", "positive", "same_padding",
+    "written_channels_last",
 ]
 
 
 Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | BatchNorm | Dense | Dropout | Flatten
          | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LeakyReLU | ELU | Softplus | Mish
          | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle
-         | Upsample2D | Reshape | Add | Concat | Multiply | GroupNorm | InstanceNorm | PReLU | Pad2D)
+         | Upsample2D | Reshape | Add | Concat | Multiply | GroupNorm | InstanceNorm | PReLU | Pad2D
+         | ConvTranspose2D)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
     SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LeakyReLU, ELU, Softplus, Mish, LayerNorm, LayerScale, Rescale,
     Normalize, ZeroPad2D, Crop2D, ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply, GroupNorm,
-    InstanceNorm, PReLU, Pad2D)}
+    InstanceNorm, PReLU, Pad2D, ConvTranspose2D)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "leaky_relu", "elu",
                "softplus", "mish", "layerscale", "rescale", "normalize", "prelu")

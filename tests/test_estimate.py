@@ -24,6 +24,7 @@ from models.spec import (
     ChannelSlice,
     Concat,
     Conv2D,
+    ConvTranspose2D,
     Crop2D,
     Dense,
     Flatten,
@@ -179,11 +180,12 @@ def next_kinds() -> ModelSpec:
 def dense_kinds() -> ModelSpec:
     """The kinds the dense-prediction and medical nets brought, each between convs so that what it keeps is its own:
     reflect and replicate padding, group norm with and without its scale, instance norm with and without it (torch
-    repeats an instance norm's scale per example), PReLU per channel and shared."""
+    repeats an instance norm's scale per example), PReLU per channel and shared, transposed convs (one depthwise)."""
     return ModelSpec(DENSE_KINDS, (9, 9, 4), (
         Pad2D(1, 1, 2, 0), Conv2D(4, bias=False), GroupNorm(2), PReLU(), Conv2D(4, bias=False),
         Pad2D(0, 1, 1, 1, mode="replicate"), Conv2D(4, bias=False), GroupNorm(1, affine=False), Conv2D(4, bias=False),
         InstanceNorm(), Conv2D(4, bias=False), InstanceNorm(affine=True), PReLU(shared=True), Conv2D(4, bias=False),
+        ConvTranspose2D(4, 3, 2, padding=1, output_padding=1), ReLU(), ConvTranspose2D(4, 2, 2, groups=4), ReLU(),
         GlobalAvgPool()), "mse")
 
 

@@ -153,6 +153,8 @@ x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)
 x = layers.GroupNormalization(-1, name="instance")(layers.Conv2D(8, 3, padding="same", name="conv2")(x))
 x = layers.GroupNormalization(8, center=False, scale=False, name="instance_plain")(x)
 x = layers.PReLU(shared_axes=[1, 2, 3], name="prelu_shared")(x)
+x = layers.Conv2DTranspose(4, 3, strides=2, padding="same", name="up_same")(x)  # an odd kernel less stride
+x = layers.Conv2DTranspose(4, 2, strides=2, name="up")(x)  # U-Net's
 net = saved(keras.Model(x_in, layers.Conv2D(2, 1, name="head")(x), name="dense"), "dense")
 reference(net, "dense", rng.standard_normal((2, 8, 8, 3)).astype("float32"), "mse")
 
@@ -343,14 +345,17 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
     assert layers["drop"]["per_example"] is True and "max_pad" not in layers and "avg_pad" not in layers
 
 
-def test_group_normalization_and_prelu_mapping(built: tuple[Path, dict]) -> None:
+def test_group_normalization_prelu_and_conv2d_transpose_mapping(built: tuple[Path, dict]) -> None:
     """Keras's GroupNormalization is a group norm, or at a channel a group (groups -1 or the channels) an instance
-    norm, learning its scale and offset or neither; PReLU shared over the pixels has a slope per channel."""
+    norm, learning its scale and offset or neither; PReLU shared over the pixels has a slope per channel;
+    Conv2DTranspose 'same' is the spec's, 'valid' torch's padding 0 and Keras's output_padding."""
     layers = _layers(built[0] / "dense.keras")
     assert layers["group"] == {"type": "groupnorm", "groups": 2}
     assert layers["instance"] == {"type": "instancenorm", "epsilon": 1e-3, "affine": True}
     assert layers["instance_plain"] == {"type": "instancenorm", "epsilon": 1e-3}
     assert layers["prelu"] == {"type": "prelu"} and layers["prelu_shared"] == {"type": "prelu", "shared": True}
+    assert layers["up_same"] == {"type": "conv_transpose2d", "filters": 4, "kernel": 3, "padding": "same"}
+    assert layers["up"] == {"type": "conv_transpose2d", "filters": 4}  # kernel 2, stride 2, Keras's defaults
 
 
 def test_a_zero_pad_folds_into_a_max_pool_only_over_values_never_negative(built: tuple[Path, dict]) -> None:

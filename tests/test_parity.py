@@ -21,6 +21,7 @@ from models.spec import (
     ChannelSlice,
     Concat,
     Conv2D,
+    ConvTranspose2D,
     Crop2D,
     Dense,
     Dropout,
@@ -204,12 +205,17 @@ def dense_prediction() -> ModelSpec:
     """The segmentation and medical nets' layers: reflect and replicate padding, uneven, before valid convs (timm's
     blur pools), group norm in two groups and in one (PoolFormer's), instance norm with and without its scale and
     offset (MONAI's, torch's default), PReLU per channel and shared (MONAI's default), and per feature after a
-    flatten (its slopes loaded in torch's channels-first order)."""
+    flatten (its slopes loaded in torch's channels-first order), transposed convs (the decoders' upsampling):
+    grouped with padding and output_padding, depthwise of a kernel of another height than width, at stride 1, and
+    Keras's 'same' (an odd kernel less stride cutting a pixel more after, and a kernel under the stride adding)."""
     return ModelSpec("parity-dense-prediction", (9, 9, 3), (
         Pad2D(2, 1, 0, 3), Conv2D(8, 3, padding="valid"), GroupNorm(2), PReLU(),
         Pad2D(1, 0, 2, 1, mode="replicate"), Conv2D(8, 3, padding="valid"), InstanceNorm(affine=True),
-        PReLU(shared=True), GroupNorm(1, epsilon=1e-3), InstanceNorm(epsilon=1e-3), Conv2D(2, 3, 2), Flatten(),
-        PReLU(), Dense(5),
+        PReLU(shared=True), GroupNorm(1, epsilon=1e-3), InstanceNorm(epsilon=1e-3),
+        ConvTranspose2D(6, 3, 2, padding=1, output_padding=1, groups=2),
+        ConvTranspose2D(6, (2, 3), 2, groups=6, bias=False), ConvTranspose2D(4, 3, 1, padding=(1, 0)),
+        ConvTranspose2D(4, (3, 4), 2, "same"), ConvTranspose2D(4, 1, 2, "same"), Conv2D(2, 3, 8), Flatten(), PReLU(),
+        Dense(5),
     ), "cross_entropy")
 
 

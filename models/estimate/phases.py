@@ -82,7 +82,7 @@ def hand_count(spec: ModelSpec) -> int:
 # technique leaves out (recomputation reruns them); activations, batch and layer norm, add, multiply, concat and
 # padding may run in place, fuse into a neighbour or write straight into their reader's buffer.
 NEW_TENSOR_STEPS = ("conv2d", "dense", "maxpool2d", "avgpool2d", "adaptive_avgpool2d", "global_avg_pool",
-                    "upsample2d")
+                    "upsample2d", "conv_transpose2d")
 
 
 def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_value: int,

@@ -89,7 +89,7 @@ NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input
                  "channel_slice": (), "channel_shuffle": (), "upsample2d": (), "reshape": (), "multiply": ("input",),
                  "layerscale": ("input",), "leaky_relu": ("output",), "elu": ("output",), "softplus": ("input",),
                  "mish": ("input",), "groupnorm": ("input",), "instancenorm": ("input",), "prelu": ("input",),
-                 "pad2d": ()}
+                 "pad2d": (), "conv_transpose2d": ("input",)}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
@@ -123,14 +123,16 @@ NORMALIZE_DIVISOR = ("channels",)  # the (1, 1, 1, C) max(sqrt(variance), 1e-7) 
 # channel where it scales; the jax adapter's keeps two of the input's size, three per group, and the normalized
 # values where it scales; Keras's PReLU (relu(x) - alpha * relu(-x)) keeps two of its size and -alpha on torch,
 # two masks and three of its size on JAX, where jax.nn.relu's jvp selects; the jax adapter's where() a mask; the
-# adapter's edge padding (slices, flips, repeats, a concatenate) keeps nothing in Keras and JAX
+# adapter's edge padding (slices, flips, repeats, a concatenate) keeps nothing in Keras and JAX. A transposed conv
+# keeps its input, as a conv does (torch's ConvTranspose2d, JAX's dilated conv); Keras's conv_transpose on torch
+# its channels-first copy (each group's), its kernel a view of the variable
 DENSE_WHY = ("; group norm, instance norm, PReLU and edge padding: see rules.DENSE_SAVES (hooks and residuals on the"
              " CPU; Keras on TensorFlow taken as Keras on torch's composed ops, its tape not measured; no GPU figure"
              " yet)")
 TORCH_DENSE = {"groupnorm": ("input", "groups", "groups"), "instancenorm": ("input", "groups", "groups"),
                "prelu": ("input",), "pad2d": ("input",)}
 KERAS_TORCH_DENSE = {"groupnorm": ("input", *("groups",) * 3), "instancenorm": ("input", *("groups",) * 3),
-                     "prelu": ("residual", "residual", "channels"), "pad2d": ()}
+                     "prelu": ("residual", "residual", "channels"), "pad2d": (), "conv_transpose2d": ("copy",)}
 JAX_DENSE = {"groupnorm": ("residual", "residual", *("groups",) * 3),
              "instancenorm": ("residual", "residual", *("groups",) * 3), "prelu": ("mask", "channels"), "pad2d": ()}
 KERAS_JAX_DENSE = {"groupnorm": ("residual", "residual", *("groups",) * 4),

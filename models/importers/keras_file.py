@@ -582,6 +582,8 @@ class _Importer:
             return self._normalization(name, kind, config, inputs)
         if kind == "GroupNormalization":
             return self._group_norm(name, config, inputs)
+        if kind == "Conv2DTranspose":
+            return self._conv_transpose(name, config, inputs)
         if kind == "PReLU":
             return self._prelu(name, config, inputs)
         if kind == "Dense":
@@ -742,6 +744,25 @@ class _Importer:
         half = self._emit(f"{name}/depthwise", "conv2d", inputs, bias=False, **depthwise)
         return self._emit(f"{name}/pointwise", "conv2d", [half], filters=_required(config, "filters"), kernel=1,
                           padding="valid", bias=bias)
+
+    def _conv_transpose(self, name: str, config: dict, inputs: list[str]) -> str:
+        """Conv2DTranspose: 'valid' cuts nothing and adds its output_padding (Keras's default max(kernel, stride)
+        - kernel), torch's padding 0; 'same' is the spec's own (size x stride pixels, TensorFlow's rule)."""
+        kernel, stride = _pair(_required(config, "kernel_size")), _square(config.get("strides", 1), "strides")
+        if _square(config.get("dilation_rate", 1), "dilation_rate") != 1:
+            raise _Refused("is dilated; the spec's conv_transpose2d is not")
+        given = config.get("output_padding")
+        if _padding(config) == "same":
+            if given is not None:
+                raise _Refused("pads 'same' and sets output_padding; the spec's 'same' is TensorFlow's, without it")
+            padding: object = "same"
+            extra: object = 0
+        else:
+            padding = 0
+            extra = [max(positive(size, "kernel_size"), stride) - size for size in kernel] if given is None \
+                else _pair(given)
+        return self._emit(name, "conv_transpose2d", inputs, filters=_required(config, "filters"), kernel=kernel,
+                          stride=stride, padding=padding, output_padding=extra, bias=config.get("use_bias", True))
 
     def _target_shape(self, target: list, source: str) -> list[int]:
         """Reshape's target with its one -1 worked out; only the spec's ranks, (F,) and (H, W, C)."""

@@ -45,6 +45,31 @@ class ConvNodes:
                                    stride=stride, padding=padding, bias=bias is not None,
                                    groups=int(attributes.get("group", 1)), dilation=dilation), FIRST)
 
+    def _conv_transpose(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """ConvTranspose (torch's ConvTranspose2d): pads as torch's padding, the same before and after on each axis,
+        its output_padding after; its weight (in, out / groups, kh, kw) as the spec's (kh, kw, out / groups, in)."""
+        value = self._value(node, 0)
+        self._image_shape(value)
+        weight, bias = self._constant(node, 1, "weight"), self._constant(node, 2, "bias")
+        if weight is None or weight.ndim != 4:
+            raise _Refused("has no 2-D kernel; the spec's conv_transpose2d is 2-D")
+        groups = int(attributes.get("group", 1))
+        if _text(attributes.get("auto_pad", "NOTSET")) != "NOTSET" or "output_shape" in attributes or \
+                list(attributes.get("dilations", [1, 1])) != [1, 1]:
+            raise _Refused("pads automatically, fixes its output shape or is dilated; the spec's conv_transpose2d "
+                           "takes torch's padding and output_padding, undilated")
+        top, left, bottom, right = (int(pad) for pad in attributes.get("pads", [0, 0, 0, 0]))
+        if (top, left) != (bottom, right) or min(top, left) < 0:
+            raise _Refused(f"pads {[top, left, bottom, right]}; the spec's conv_transpose2d cuts as many pixels before "
+                           f"as after on each axis (torch's padding)")
+        extra = [int(size) for size in attributes.get("output_padding", [0, 0])]
+        self._set(node, self._emit(label, "conv_transpose2d", [value.spec],
+                                   {"kernel": weight.transpose(2, 3, 1, 0)} | ({} if bias is None else {"bias": bias}),
+                                   filters=int(weight.shape[1]) * groups, kernel=list(weight.shape[2:]),
+                                   stride=_square(list(attributes.get("strides", [1, 1])), "strides"),
+                                   padding=[top, left], output_padding=extra, groups=groups, bias=bias is not None),
+                  FIRST)
+
     def _padding(self, pads: tuple[int, ...], image: Shape, kernel: tuple[int, ...], stride: int, source: str,
                  label: str) -> tuple[str | int | tuple[int, int], str]:
         """A conv's padding in the spec: pixels per axis when the same on both its sides, 'same' when TensorFlow's

@@ -378,6 +378,8 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
             self._identity(node, label)
         elif op == "Conv":
             self._conv(node, attributes, label)
+        elif op == "ConvTranspose":
+            self._conv_transpose(node, attributes, label)
         elif op == "BatchNormalization":
             self._batchnorm(node, attributes, label)
         elif op in ("Gemm", "MatMul"):

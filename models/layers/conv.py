@@ -10,6 +10,7 @@ from models.layers.base import (
     OneInput,
     Shape,
     SpecError,
+    at_most,
     axes_size,
     flag,
     image_shape,
@@ -89,3 +90,70 @@ class Conv2D(OneInput):
         kernel = {"kernel": (*self.kernel_size, channels // self.groups, self.filters)}
         return kernel | ({"bias": (self.filters,)} if self.bias else {})
 
+
+
+@dataclass(frozen=True)
+class ConvTranspose2D(OneInput):
+    """torch's ConvTranspose2d, the decoders' upsampling (U-Net's, LinkNet's): each input pixel spreads its kernel
+    over the output, `stride` pixels apart, so the output is (size - 1) * stride + kernel pixels, less `padding` on
+    each side, plus `output_padding` after (less than the stride: the pixels a strided conv's floor lost); or with
+    padding `same` (Keras's Conv2DTranspose, TensorFlow's rule) size * stride pixels, kernel - stride cut off (the
+    odd one after) or stride - kernel added after. `groups` splits the channels (depthwise when it equals them). Its
+    kernel is (kh, kw, filters / groups, in): Keras's Conv2DTranspose kernel, torch's weight (in, filters / groups,
+    kh, kw) permuted."""
+
+    filters: int
+    kernel: int | tuple[int, int] = 2
+    stride: int = 2
+    padding: str | int | tuple[int, int] = 0
+    output_padding: int | tuple[int, int] = 0
+    groups: int = 1
+    bias: bool = True
+    kind: ClassVar[str] = "conv_transpose2d"
+
+    def __post_init__(self) -> None:
+        positive(self.filters, "conv_transpose2d.filters")
+        object.__setattr__(self, "kernel", axes_size(self.kernel, "conv_transpose2d.kernel", 1))
+        positive(self.stride, "conv_transpose2d.stride")
+        positive(self.groups, "conv_transpose2d.groups")
+        flag(self.bias, "conv_transpose2d.bias")
+        if self.padding != "same":
+            object.__setattr__(self, "padding", axes_size(self.padding, "conv_transpose2d.padding", 0))
+        object.__setattr__(self, "output_padding", axes_size(self.output_padding, "conv_transpose2d.output_padding", 0))
+        if self.padding == "same" and self.output_padding != 0:
+            raise SpecError("conv_transpose2d.output_padding goes with torch's padding in pixels, not with 'same'")
+        if max(per_axis(self.output_padding)) >= self.stride:
+            raise SpecError(f"conv_transpose2d.output_padding must be less than its stride {self.stride} (torch's and "
+                            f"Keras's rule), got {shown(self.output_padding)}")
+
+    @property
+    def kernel_size(self) -> tuple[int, int]:
+        """(height, width)."""
+        return per_axis(self.kernel)
+
+    @property
+    def cut(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Per axis, (height's, width's), the pixels taken off the full output, (size - 1) * stride + kernel, before
+        and after it (negative: pixels added, which only the bias reaches)."""
+        if self.padding == "same":
+            return tuple((max(size - self.stride, 0) // 2, size - self.stride - max(size - self.stride, 0) // 2)
+                         for size in self.kernel_size)  # type: ignore[return-value]
+        return tuple((pad, pad - extra) for pad, extra in zip(per_axis(self.padding), per_axis(self.output_padding),
+                                                               strict=True))  # type: ignore[return-value]
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, channels = image_shape(shape, self.kind)
+        if channels % self.groups or self.filters % self.groups:
+            raise SpecError(f"conv_transpose2d groups {self.groups} must divide its {channels} input channels and its "
+                            f"{self.filters} filters")
+        out = tuple((size - 1) * self.stride + kernel - before - after for size, kernel, (before, after) in zip(
+            (h, w), self.kernel_size, self.cut, strict=True))
+        if min(out) <= 0:
+            raise SpecError(f"conv_transpose2d with kernel {self.kernel} and padding {self.padding} leaves no pixel of "
+                            f"input {shape}")
+        return (*(at_most(size, "conv_transpose2d's output") for size in out), self.filters)
+
+    def param_shapes(self, shape: Shape) -> dict[str, Shape]:
+        channels = image_shape(shape, self.kind)[2]
+        kernel = {"kernel": (*self.kernel_size, self.filters // self.groups, channels)}
+        return kernel | ({"bias": (self.filters,)} if self.bias else {})

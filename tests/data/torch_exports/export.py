@@ -18,7 +18,7 @@ ShuffleNet v2's block (torchvision.models.shufflenetv2): a chunk of the channels
 shuffle, by both exporters (`shuffle.onnx`, and `shuffle_legacy.onnx`, whose shuffle reads its sizes from `Shape`).
 A sixth has the dense-prediction nets' layers, by the default exporter (`dense_prediction.onnx`): group norm (written
 as an InstanceNormalization between Reshapes, then a Mul and an Add), instance norm with and without its scale,
-PReLU, reflect and replicate padding.
+PReLU, reflect and replicate padding, a transposed conv.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class DensePrediction(nn.Module):
     """The segmentation and medical nets' layers: reflect and replicate padding (timm's blur pools), group norm in
     two groups and in one (PoolFormer's), instance norm without its own scale (torch's default, MONAI's) beside one
     with it, whose ones and zeros the exporter's optimizer stores as one initializer, and PReLU per channel and
-    shared (MONAI's default)."""
+    shared (MONAI's default), and a grouped transposed conv (a decoder's upsampling)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -132,12 +132,13 @@ class DensePrediction(nn.Module):
         self.instance_affine = nn.InstanceNorm2d(8, affine=True)
         self.prelu_shared = nn.PReLU()
         self.whole = nn.GroupNorm(1, 8)
-        self.head = nn.Linear(8, 5)
+        self.up = nn.ConvTranspose2d(8, 6, 3, 2, padding=1, output_padding=1, groups=2)
+        self.head = nn.Linear(6, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.prelu(self.group(self.conv(self.reflect(x))))
         x = self.prelu_shared(self.instance_affine(self.instance(self.conv2(self.replicate(x)))))
-        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.whole(x), 1), 1))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.up(self.whole(x)), 1), 1))
 
 
 def main() -> None:
