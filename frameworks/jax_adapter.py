@@ -63,6 +63,7 @@ from models.spec import (
     ReLU6,
     Rescale,
     Reshape,
+    Resize2D,
     Sigmoid,
     SiLU,
     Softplus,
@@ -435,8 +436,10 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
     if isinstance(layer, Upsample2D):  # half-pixel centres: nearest repeats each pixel `scale` times
         size = (x.shape[0], x.shape[1] * layer.scale, x.shape[2] * layer.scale, x.shape[3])
         return jax.image.resize(x, size, method=layer.interpolation), None
-    if isinstance(layer, AdaptiveAvgPool2D):  # constant (out, in) averaging matrices of the static input's size
-        rows, columns = (numpy.asarray(matrix, x.dtype) for matrix in layer.averaging(x.shape[1:]))
+    if isinstance(layer, (AdaptiveAvgPool2D, Resize2D)):  # constant (out, in) matrices of the static input's size,
+        # averaging or interpolating (jax.image.resize contracts with such matrices too)
+        matrices = layer.averaging if isinstance(layer, AdaptiveAvgPool2D) else layer.interpolation_matrices
+        rows, columns = (numpy.asarray(matrix, x.dtype) for matrix in matrices(x.shape[1:]))
         return numpy.einsum("hH,nHWc,wW->nhwc", rows, x, columns), None
     simple = {GlobalAvgPool: lambda: x.mean((1, 2), keepdims=layer.keepdims),
               Flatten: lambda: x.reshape(x.shape[0], -1), Reshape: lambda: x.reshape(x.shape[0], *layer.shape),

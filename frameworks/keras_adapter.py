@@ -68,6 +68,7 @@ from models.spec import (
     ReLU6,
     Rescale,
     Reshape,
+    Resize2D,
     Shape,
     Sigmoid,
     SiLU,
@@ -340,6 +341,7 @@ class KerasAdapter(Adapter):
             Crop2D: lambda: keras.layers.Cropping2D(((layer.top, layer.bottom), (layer.left, layer.right)), **dtype),
             ChannelSlice: lambda: _classes().ChannelSlice(layer.start, layer.stop, **dtype),
             Upsample2D: lambda: keras.layers.UpSampling2D(layer.scale, interpolation=layer.interpolation, **dtype),
+            Resize2D: lambda: _classes().InterpolatingResize(layer.interpolation_matrices(step.input_shape), **dtype),
             Add: lambda: keras.layers.Add(**dtype),
             Multiply: lambda: keras.layers.Multiply(**dtype),
             Concat: lambda: keras.layers.Concatenate(axis=-1, **dtype),
@@ -664,6 +666,29 @@ def _transposed_conv() -> type:
 
 
 @functools.cache
+def _interpolating_resize() -> type:
+    """torch's F.interpolate to a size or by any scale as a Keras layer, defined once Keras is imported: the spec's
+    per-axis interpolation matrices contracted with the image (keras.ops.image.resize has neither torch's nearest
+    nor its align_corners)."""
+
+    class InterpolatingResize(keras.layers.Layer):
+        """rows (out_h, in_h) x the image x columns (out_w, in_w)^T, per channel."""
+
+        def __init__(self, matrices: tuple, **kwargs: object) -> None:
+            super().__init__(**kwargs)
+            self.matrices = matrices
+
+        def call(self, inputs: object) -> object:
+            rows, columns = (keras.ops.convert_to_tensor(matrix, inputs.dtype) for matrix in self.matrices)
+            return keras.ops.einsum("hH,nHWc,wW->nhwc", rows, inputs, columns)
+
+        def compute_output_shape(self, shape: tuple) -> tuple:
+            return (shape[0], len(self.matrices[0]), len(self.matrices[1]), shape[3])
+
+    return InterpolatingResize
+
+
+@functools.cache
 def _channel_slice() -> type:
     """The channel slice layer, defined once Keras is imported (Keras has no slicing layer)."""
 
@@ -782,4 +807,5 @@ def _classes() -> SimpleNamespace:
     """The adapter's own Keras layers, defined once Keras is imported."""
     return SimpleNamespace(MinusInfinityPadding=_minus_infinity_padding(), Recomputed=_recomputed(),
                            InsideAveragePooling=_inside_average_pooling(), ChannelSlice=_channel_slice(),
-                           EdgePadding=_edge_padding(), TransposedConv=_transposed_conv())
+                           EdgePadding=_edge_padding(), TransposedConv=_transposed_conv(),
+                           InterpolatingResize=_interpolating_resize())

@@ -54,6 +54,7 @@ from models.layers.normalization import (
     Rescale,
 )
 from models.layers.pooling import AdaptiveAvgPool2D, AvgPool2D, GlobalAvgPool, MaxPool2D
+from models.layers.resize import Resize2D, Upsample2D
 from models.layers.shaping import (
     ChannelShuffle,
     ChannelSlice,
@@ -61,7 +62,6 @@ from models.layers.shaping import (
     Flatten,
     Pad2D,
     Reshape,
-    Upsample2D,
     ZeroPad2D,
 )
 
@@ -75,9 +75,9 @@ __all__ = [
     "GlobalAvgPool", "GroupNorm", "HardSigmoid", "HardSwish", "INPUT", "INTERPOLATIONS", "InstanceNorm",
     "LAYER_TYPES", "LOSSES", "Layer", "LayerNorm", "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES",
     "MAX_SIZE", "MODEL_INPUT", "MaxPool2D", "Mish", "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS",
-    "PReLU", "Pad2D", "ReLU", "ReLU6", "Rescale", "Reshape", "Shape", "SiLU", "Sigmoid", "Softplus", "SpecError",
-    "Upsample2D", "ZeroPad2D", "conv_output_size", "flag", "number", "pixels", "positive", "same_padding",
-    "written_channels_last",
+    "PReLU", "Pad2D", "ReLU", "ReLU6", "Rescale", "Reshape", "Resize2D", "Shape", "SiLU", "Sigmoid", "Softplus",
+    "SpecError", "Upsample2D", "ZeroPad2D", "conv_output_size", "flag", "number", "pixels", "positive",
+    "same_padding", "written_channels_last",
 ]
 
 
@@ -85,12 +85,12 @@ Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | Ba
          | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LeakyReLU | ELU | Softplus | Mish
          | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle
          | Upsample2D | Reshape | Add | Concat | Multiply | GroupNorm | InstanceNorm | PReLU | Pad2D
-         | ConvTranspose2D)
+         | ConvTranspose2D | Resize2D)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
     SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LeakyReLU, ELU, Softplus, Mish, LayerNorm, LayerScale, Rescale,
     Normalize, ZeroPad2D, Crop2D, ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply, GroupNorm,
-    InstanceNorm, PReLU, Pad2D, ConvTranspose2D)}
+    InstanceNorm, PReLU, Pad2D, ConvTranspose2D, Resize2D)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "leaky_relu", "elu",
                "softplus", "mish", "layerscale", "rescale", "normalize", "prelu")

@@ -155,6 +155,8 @@ x = layers.GroupNormalization(8, center=False, scale=False, name="instance_plain
 x = layers.PReLU(shared_axes=[1, 2, 3], name="prelu_shared")(x)
 x = layers.Conv2DTranspose(4, 3, strides=2, padding="same", name="up_same")(x)  # an odd kernel less stride
 x = layers.Conv2DTranspose(4, 2, strides=2, name="up")(x)  # U-Net's
+x = layers.Resizing(9, 14, name="resize")(x)  # bilinear, down and up by no whole factor
+x = layers.Resizing(18, 28, interpolation="nearest", name="twice")(x)
 net = saved(keras.Model(x_in, layers.Conv2D(2, 1, name="head")(x), name="dense"), "dense")
 reference(net, "dense", rng.standard_normal((2, 8, 8, 3)).astype("float32"), "mse")
 
@@ -348,7 +350,8 @@ def test_assorted_mapping(built: tuple[Path, dict]) -> None:
 def test_group_normalization_prelu_and_conv2d_transpose_mapping(built: tuple[Path, dict]) -> None:
     """Keras's GroupNormalization is a group norm, or at a channel a group (groups -1 or the channels) an instance
     norm, learning its scale and offset or neither; PReLU shared over the pixels has a slope per channel;
-    Conv2DTranspose 'same' is the spec's, 'valid' torch's padding 0 and Keras's output_padding."""
+    Conv2DTranspose 'same' is the spec's, 'valid' torch's padding 0 and Keras's output_padding; Resizing bilinear is
+    resize2d, nearest by a whole factor upsample2d."""
     layers = _layers(built[0] / "dense.keras")
     assert layers["group"] == {"type": "groupnorm", "groups": 2}
     assert layers["instance"] == {"type": "instancenorm", "epsilon": 1e-3, "affine": True}
@@ -356,6 +359,8 @@ def test_group_normalization_prelu_and_conv2d_transpose_mapping(built: tuple[Pat
     assert layers["prelu"] == {"type": "prelu"} and layers["prelu_shared"] == {"type": "prelu", "shared": True}
     assert layers["up_same"] == {"type": "conv_transpose2d", "filters": 4, "kernel": 3, "padding": "same"}
     assert layers["up"] == {"type": "conv_transpose2d", "filters": 4}  # kernel 2, stride 2, Keras's defaults
+    assert layers["resize"] == {"type": "resize2d", "size": (9, 14), "interpolation": "bilinear"}
+    assert layers["twice"] == {"type": "upsample2d"}  # nearest by a whole factor: each pixel repeated
 
 
 def test_a_zero_pad_folds_into_a_max_pool_only_over_values_never_negative(built: tuple[Path, dict]) -> None:

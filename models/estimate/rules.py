@@ -17,10 +17,11 @@ INT64, BOOL, FLOAT32 = 8, 1, 4
 # "kernel" (a re-laid-out copy of its kernel, whatever the batch), "positions" (one float32 per position of the
 # output, its values over its channels: layer norm's per-position statistics), "groups" (one float32 per example
 # and group of its channels: a group or instance norm's statistics), "example_channels" (one float32 per example and
-# channel: a norm's scale times each group's statistic). A tensor two layers keep is counted once. A per-example
-# dropout's mask or noise is one value per example, not per output value.
+# channel: a norm's scale times each group's statistic), "matrices" (the constant per-axis matrices a resize
+# contracts with, whatever the batch). A tensor two layers keep is counted once. A per-example dropout's mask or
+# noise is one value per example, not per output value.
 SAVED_KINDS = ("input", "output", "mask", "indices", "residual", "channels", "copy", "kernel", "positions", "groups",
-               "example_channels")
+               "example_channels", "matrices")
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input
                  "channel_slice": (), "channel_shuffle": (), "upsample2d": (), "reshape": (), "multiply": ("input",),
                  "layerscale": ("input",), "leaky_relu": ("output",), "elu": ("output",), "softplus": ("input",),
                  "mish": ("input",), "groupnorm": ("input",), "instancenorm": ("input",), "prelu": ("input",),
-                 "pad2d": (), "conv_transpose2d": ("input",)}
+                 "pad2d": (), "conv_transpose2d": ("input",), "resize2d": ()}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}
@@ -125,20 +126,25 @@ NORMALIZE_DIVISOR = ("channels",)  # the (1, 1, 1, C) max(sqrt(variance), 1e-7) 
 # two masks and three of its size on JAX, where jax.nn.relu's jvp selects; the jax adapter's where() a mask; the
 # adapter's edge padding (slices, flips, repeats, a concatenate) keeps nothing in Keras and JAX. A transposed conv
 # keeps its input, as a conv does (torch's ConvTranspose2d, JAX's dilated conv); Keras's conv_transpose on torch
-# its channels-first copy (each group's), its kernel a view of the variable
+# its channels-first copy (each group's), its kernel a view of the variable. A resize to a size or by any scale:
+# torch's upsample kernels keep nothing (their backward needs the sizes); the adapters' contraction with constant
+# interpolation matrices keeps the matrices under torch's einsum (Keras on torch), on TensorFlow the input too (its
+# einsum gradient reads both operands; not measured), and in JAX nothing of the batch's size (the matrices are small)
 DENSE_WHY = ("; group norm, instance norm, PReLU and edge padding: see rules.DENSE_SAVES (hooks and residuals on the"
              " CPU; Keras on TensorFlow taken as Keras on torch's composed ops, its tape not measured; no GPU figure"
              " yet)")
 TORCH_DENSE = {"groupnorm": ("input", "groups", "groups"), "instancenorm": ("input", "groups", "groups"),
                "prelu": ("input",), "pad2d": ("input",)}
 KERAS_TORCH_DENSE = {"groupnorm": ("input", *("groups",) * 3), "instancenorm": ("input", *("groups",) * 3),
-                     "prelu": ("residual", "residual", "channels"), "pad2d": (), "conv_transpose2d": ("copy",)}
+                     "prelu": ("residual", "residual", "channels"), "pad2d": (), "conv_transpose2d": ("copy",),
+                     "resize2d": ("matrices",)}
 JAX_DENSE = {"groupnorm": ("residual", "residual", *("groups",) * 3),
              "instancenorm": ("residual", "residual", *("groups",) * 3), "prelu": ("mask", "channels"), "pad2d": ()}
 KERAS_JAX_DENSE = {"groupnorm": ("residual", "residual", *("groups",) * 4),
                    "instancenorm": ("residual", "residual", *("groups",) * 4),
                    "prelu": ("mask", "mask", *("residual",) * 3, "channels"), "pad2d": ()}
-DENSE_SAVES = {"torch": TORCH_DENSE, "keras-torch": KERAS_TORCH_DENSE, "keras-tensorflow": KERAS_TORCH_DENSE,
+DENSE_SAVES = {"torch": TORCH_DENSE, "keras-torch": KERAS_TORCH_DENSE,
+               "keras-tensorflow": KERAS_TORCH_DENSE | {"resize2d": ("input", "matrices")},
                "jax": JAX_DENSE, "keras-jax": KERAS_JAX_DENSE}
 _KERAS_SCALED = dict.fromkeys(("groupnorm", "instancenorm"), ("example_channels",))
 AFFINE_SAVES = {"torch": {"instancenorm": ("groups",)}, "keras-torch": _KERAS_SCALED, "keras-tensorflow": _KERAS_SCALED,

@@ -12,7 +12,7 @@ from itertools import accumulate
 from models import techniques
 from models.estimate.rules import BOOL, EVAL_SAVES, EXPANDED_FILTER_COPIES, FLOAT32, INT64, Rules
 from models.estimate.tensors import Step, Tensors, steps, tensors_of, view_steps
-from models.spec import INPUT, Conv2D, GroupNorm, Layer, ModelSpec
+from models.spec import INPUT, Conv2D, GroupNorm, LayerShapes, ModelSpec
 
 
 def _over_steps(count: int, spans: Iterable[tuple[int, int, int]]) -> list[int]:
@@ -84,13 +84,16 @@ def _pending(group: list[int | None], kept: Iterable[tuple[list[int], int]]) -> 
     return result
 
 
-def _extra_bytes(what: str, op: Step, layer: Layer, batch: int, value: int) -> int:
+def _extra_bytes(what: str, op: Step, layer: LayerShapes, batch: int, value: int) -> int:
     """A saved value that is not one of the net's tensors, in bytes for the batch (`value`: one activation's); a
     per-example dropout draws one value per example (its mask or noise)."""
     if what == "channels":
         return op.channels * FLOAT32
     if what == "groups":  # an instance norm's groups are its channels
-        return batch * (layer.groups if isinstance(layer, GroupNorm) else op.channels) * FLOAT32
+        return batch * (layer.layer.groups if isinstance(layer.layer, GroupNorm) else op.channels) * FLOAT32
+    if what == "matrices":
+        return sum(len(matrix) * len(matrix[0]) for matrix in layer.layer.interpolation_matrices(
+            layer.input_shape)) * FLOAT32
     if what == "example_channels":
         return batch * op.channels * FLOAT32
     if what == "copy":
@@ -99,7 +102,7 @@ def _extra_bytes(what: str, op: Step, layer: Layer, batch: int, value: int) -> i
         return op.largest_weight
     if what == "positions":
         return op.outputs // op.channels * batch * FLOAT32
-    values = 1 if getattr(layer, "per_example", False) else op.outputs
+    values = 1 if getattr(layer.layer, "per_example", False) else op.outputs
     return values * {"mask": batch * BOOL, "indices": batch * INT64, "residual": value}[what]
 
 
@@ -163,8 +166,8 @@ def _saved_by(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Tensors, 
     extras = [0] * len(ops)
     for index, op in enumerate(ops):
         in_place = op.kind in ("relu", "relu6") and index in views
-        layer = spec.layers[op.layer]
-        kept = saves[op.kind] + (rules.affine_saves.get(op.kind, ()) if getattr(layer, "affine", False) else ())
+        layer = spec.walk()[op.layer]
+        kept = saves[op.kind] + (rules.affine_saves.get(op.kind, ()) if getattr(layer.layer, "affine", False) else ())
         for what in rules.in_place_saves.get(op.kind, kept) if in_place else kept:
             if what == "copy" and _inside(spec, ops, op.sources[0]):
                 what = "input"  # the op's own padded copy is already channels-first: the op keeps that

@@ -584,6 +584,8 @@ class _Importer:
             return self._group_norm(name, config, inputs)
         if kind == "Conv2DTranspose":
             return self._conv_transpose(name, config, inputs)
+        if kind == "Resizing":
+            return self._resizing(name, config, inputs)
         if kind == "PReLU":
             return self._prelu(name, config, inputs)
         if kind == "Dense":
@@ -744,6 +746,24 @@ class _Importer:
         half = self._emit(f"{name}/depthwise", "conv2d", inputs, bias=False, **depthwise)
         return self._emit(f"{name}/pointwise", "conv2d", [half], filters=_required(config, "filters"), kernel=1,
                           padding="valid", bias=bias)
+
+    def _resizing(self, name: str, config: dict, inputs: list[str]) -> str:
+        """Resizing to a height and width: bilinear (half-pixel centres, TensorFlow's and JAX's, torch's
+        align_corners=False) as the spec's resize2d; nearest (TensorFlow's half-pixel nearest) only by a whole
+        factor, where it repeats each pixel as the spec's upsample2d does."""
+        height, width = (positive(config.get(key), key) for key in ("height", "width"))
+        h, w, _ = self.shapes[inputs[0]] if len(self.shapes[inputs[0]]) == 3 else (0, 0, 0)
+        interpolation = config.get("interpolation", "bilinear")
+        if not h or config.get("crop_to_aspect_ratio") or config.get("pad_to_aspect_ratio") or \
+                config.get("antialias") or config.get("data_format") == "channels_first":
+            raise _Refused("resizes other than an image's height and width plainly; the spec's resize2d stretches a "
+                           "channels-last image, without antialiasing")
+        if interpolation == "bilinear":
+            return self._emit(name, "resize2d", inputs, size=[height, width], interpolation="bilinear")
+        if interpolation == "nearest" and height % h == 0 and height // h == width // w and width % w == 0:
+            return self._emit(name, "upsample2d", inputs, scale=height // h)
+        raise _Refused(f"resizes {interpolation!r} from {h}x{w} to {height}x{width}; the spec has TensorFlow's "
+                       f"nearest only by a whole factor, and bilinear")
 
     def _conv_transpose(self, name: str, config: dict, inputs: list[str]) -> str:
         """Conv2DTranspose: 'valid' cuts nothing and adds its output_padding (Keras's default max(kernel, stride)

@@ -175,18 +175,27 @@ class ShapingNodes:
             factors = [1.0, float(sizes[1]) / image[2], float(sizes[2]) / image[0], float(sizes[3]) / image[1]]
         else:
             raise _Refused("has neither constant scales nor sizes")
-        if len(factors) != 4 or factors[:2] != [1.0, 1.0] or factors[2] != factors[3] or \
-                factors[2] != int(factors[2]) or factors[2] < 1:
-            raise _Refused(f"scales by {factors}; the spec's upsample2d scales H and W by one integer")
-        # the modes whose integer-scale result is the spec's: each pixel repeated, or torch's bilinear
+        if len(factors) != 4 or factors[:2] != [1.0, 1.0] or min(factors) <= 0:
+            raise _Refused(f"scales by {factors}; the spec resizes height and width only")
+        # the modes whose integer-scale result is the spec's upsample2d: each pixel repeated, or torch's bilinear
         repeats = (where in ("half_pixel", "pytorch_half_pixel") and nearest.startswith("round_prefer")) or \
             (where in ("asymmetric", "tf_half_pixel_for_nn") and nearest == "floor")
-        if mode == "nearest" and repeats:
-            interpolation = "nearest"
-        elif mode == "linear" and where in ("half_pixel", "pytorch_half_pixel"):
-            interpolation = "bilinear"
+        factor = factors[2]
+        if factors[2] == factors[3] == int(factor) >= 1 and (mode == "nearest" and repeats or mode == "linear" and
+                                                             where in ("half_pixel", "pytorch_half_pixel")):
+            self._set(node, self._emit(label, "upsample2d", [value.spec], scale=int(factor),
+                                       interpolation="nearest" if mode == "nearest" else "bilinear"), FIRST)
+            return
+        # any other size or scale, as torch's F.interpolate computes it (its legacy nearest, its bilinear)
+        if mode == "nearest" and where == "asymmetric" and nearest == "floor":
+            options = {"interpolation": "nearest"}
+        elif mode == "linear" and where in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+            options = {"interpolation": "bilinear", "align_corners": where == "align_corners"}
         else:
-            raise _Refused(f"resizes by mode {mode!r}, {where!r} ({nearest!r}); the spec's upsample2d is nearest "
-                           f"(each pixel repeated) or linear with half-pixel centres")
-        self._set(node, self._emit(label, "upsample2d", [value.spec], scale=int(factors[2]),
-                                   interpolation=interpolation), FIRST)
+            raise _Refused(f"resizes by mode {mode!r}, {where!r} ({nearest!r}); the spec resizes as torch does: "
+                           f"nearest (asymmetric, floor), or linear with half-pixel centres or the corners aligned")
+        if scales is not None and scales.size:
+            options["scale"] = [float(scales.reshape(-1)[2]), float(scales.reshape(-1)[3])]
+        else:
+            options["size"] = [int(sizes[2]), int(sizes[3])]
+        self._set(node, self._emit(label, "resize2d", [value.spec], **options), FIRST)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from models.layers.base import (
-    INTERPOLATIONS,
     OneInput,
     SameShape,
     Shape,
@@ -138,26 +137,6 @@ class ChannelShuffle(SameShape):
         if c % self.groups:
             raise SpecError(f"channel_shuffle of {c} channels into {self.groups} groups: they do not divide")
         return shape
-
-
-@dataclass(frozen=True)
-class Upsample2D(OneInput):
-    """Height and width times `scale`: each pixel repeated (nearest) or interpolated with half-pixel centres
-    (bilinear: torch's align_corners=False, Keras's and JAX's resize)."""
-
-    scale: int = 2
-    interpolation: str = "nearest"
-    kind: ClassVar[str] = "upsample2d"
-
-    def __post_init__(self) -> None:
-        positive(self.scale, "upsample2d.scale")
-        if self.interpolation not in INTERPOLATIONS:
-            raise SpecError(f"upsample2d.interpolation must be one of {', '.join(INTERPOLATIONS)}, got "
-                            f"{self.interpolation!r}")
-
-    def output_shape(self, shape: Shape) -> Shape:
-        h, w, c = image_shape(shape, self.kind)
-        return (at_most(h * self.scale, "upsample2d's height"), at_most(w * self.scale, "upsample2d's width"), c)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ ShuffleNet v2's block (torchvision.models.shufflenetv2): a chunk of the channels
 shuffle, by both exporters (`shuffle.onnx`, and `shuffle_legacy.onnx`, whose shuffle reads its sizes from `Shape`).
 A sixth has the dense-prediction nets' layers, by the default exporter (`dense_prediction.onnx`): group norm (written
 as an InstanceNormalization between Reshapes, then a Mul and an Add), instance norm with and without its scale,
-PReLU, reflect and replicate padding, a transposed conv.
+PReLU, reflect and replicate padding, resizes, a transposed conv.
 """
 
 from __future__ import annotations
@@ -118,7 +118,8 @@ class DensePrediction(nn.Module):
     """The segmentation and medical nets' layers: reflect and replicate padding (timm's blur pools), group norm in
     two groups and in one (PoolFormer's), instance norm without its own scale (torch's default, MONAI's) beside one
     with it, whose ones and zeros the exporter's optimizer stores as one initializer, and PReLU per channel and
-    shared (MONAI's default), and a grouped transposed conv (a decoder's upsampling)."""
+    shared (MONAI's default), resizes to a size with the corners aligned (DeepLabV3+'s) and by a factor that is no
+    integer, and a grouped transposed conv (a decoder's upsampling)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -138,7 +139,9 @@ class DensePrediction(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.prelu(self.group(self.conv(self.reflect(x))))
         x = self.prelu_shared(self.instance_affine(self.instance(self.conv2(self.replicate(x)))))
-        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(self.up(self.whole(x)), 1), 1))
+        x = nn.functional.interpolate(self.whole(x), size=(7, 9), mode="bilinear", align_corners=True)
+        x = self.up(nn.functional.interpolate(x, scale_factor=1.5))  # nearest, by a factor that is no integer
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
 def main() -> None:
