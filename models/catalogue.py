@@ -28,6 +28,7 @@ from models.spec import (
     ReLU6,
     SiLU,
     SpecError,
+    at_input_size,
 )
 
 
@@ -353,15 +354,32 @@ def get_model(name: str) -> ModelSpec:
 MODEL_FILE_SUFFIXES = (".json", ".keras", ".onnx")
 
 
+# A model file at another input size, as `--size` names it: `unet.onnx@512x512`
+AT_SIZE = re.compile(r"(?P<path>.+)@(?P<height>[0-9]+)x(?P<width>[0-9]+)")
+
+
+def sized_name(path: str, height: int, width: int) -> str:
+    """The name of model file `path` rebuilt at `height` x `width` (`--size`): a model of its own in every record."""
+    return f"{path}@{height}x{width}"
+
+
 def is_model_file(name: str) -> bool:
-    """Whether a model name is a file's path (`bench --models resnet50,my_net.keras`): it has a model file's suffix or
-    names a folder. No catalogue name does either."""
-    return name.endswith(MODEL_FILE_SUFFIXES) or os.sep in name
+    """Whether a model name is a file's path (`bench --models resnet50,my_net.keras`), at its own size or another
+    (`sized_name`): it has a model file's suffix or names a folder. No catalogue name does either."""
+    found = AT_SIZE.fullmatch(name)
+    path = found["path"] if found else name
+    return path.endswith(MODEL_FILE_SUFFIXES) or os.sep in path
 
 
 def load_model(name: str) -> ModelSpec:
-    """A catalogue name or, where a name goes, a model file (a spec, a Keras or an ONNX file)."""
-    return load_spec_file(name) if is_model_file(name) else get_model(name)
+    """A catalogue name or, where a name goes, a model file (a spec, a Keras or an ONNX file), at another input size
+    where the name says one (`sized_name`)."""
+    if not is_model_file(name):
+        return get_model(name)
+    found = AT_SIZE.fullmatch(name)
+    if found and not os.path.exists(name):
+        return at_input_size(load_spec_file(found["path"]), int(found["height"]), int(found["width"]))
+    return load_spec_file(name)
 
 
 def listed_models() -> list[ModelSpec]:

@@ -76,8 +76,8 @@ __all__ = [
     "LAYER_TYPES", "LOSSES", "Layer", "LayerNorm", "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES",
     "MAX_SIZE", "MODEL_INPUT", "MaxPool2D", "Mish", "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS",
     "PReLU", "Pad2D", "ReLU", "ReLU6", "Rescale", "Reshape", "Resize2D", "Shape", "SiLU", "Sigmoid", "Softplus",
-    "SpecError", "Upsample2D", "ZeroPad2D", "conv_output_size", "flag", "number", "pixels", "positive",
-    "same_padding", "written_channels_last",
+    "SpecError", "Upsample2D", "ZeroPad2D", "at_input_size", "conv_output_size", "flag", "number", "pixels",
+    "positive", "same_padding", "written_channels_last",
 ]
 
 
@@ -440,3 +440,25 @@ def _layer_from_dict(entry: dict, index: int) -> Layer:
         raise SpecError(f"{where}{error}") from error
     except TypeError as error:  # a required option missing
         raise SpecError(f"{where}{cls.kind}: {error}") from error
+
+
+def at_input_size(spec: ModelSpec, height: int, width: int) -> ModelSpec:
+    """The same net on images of `height` x `width`: a fully convolutional net (a segmentation net) trains at sizes
+    other than the one it was exported at. Refused, naming the layer, where the net fixes its size: a layer whose
+    weights would change (a dense layer after a flatten) or that no longer fits (a reshape to fixed sizes)."""
+    if len(spec.input_shape) != 3:
+        raise SpecError(f"--size resizes an image input; {spec.name}'s is {list(spec.input_shape)}")
+    positive(height, "--size's height")
+    positive(width, "--size's width")
+    h, w, channels = spec.input_shape
+    sized = replace(spec, input_shape=(height, width, channels))
+    try:
+        steps = sized.walk()
+    except SpecError as error:
+        raise SpecError(f"at {height}x{width}: {error}; {spec.name} fixes its input size ({h}x{w})") from error
+    for before, after in zip(spec.walk(), steps, strict=True):
+        if before.weights != after.weights:
+            raise SpecError(f"at {height}x{width}, layer {after.name!r} ({after.layer.kind}) would hold weights "
+                            f"{list(after.weights.values())}, not its {list(before.weights.values())}: {spec.name} "
+                            f"fixes its input size ({h}x{w})")
+    return sized

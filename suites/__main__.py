@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -18,7 +19,7 @@ from typing import NoReturn
 
 from models import executions
 from models.allocator_modes import CUDA_MODULE_LOADING, mode_names
-from models.catalogue import listed_models, load_model
+from models.catalogue import is_model_file, listed_models, load_model, sized_name
 from models.estimate import Estimate, estimate, floor
 from models.importers.files import load_spec_file
 from models.layer_kinds import PROBED
@@ -34,6 +35,8 @@ from suites.run.registry import SetupError, check_overrides, frameworks, interpr
 USAGE_ERROR = 2
 MODEL_FILE = "a model file: a JSON spec, a .keras file, model.to_json()'s JSON or a .onnx file (docs/models.md)"
 MAX_BATCH = MAX_SIZE  # the largest batch any command takes: the spec's largest size (see _batch)
+SIZE = ("H[xW]: a model file's image input rebuilt at this height and width (a fully convolutional net at another "
+        "size; refused where the net fixes its size)")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -78,6 +81,15 @@ def _batch(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH:,} (2**31 - 1, the largest 32-bit index: what "
                                          f"JAX and many GPU kernels index with), got {shown}")
     return value
+
+
+def _size(text: str) -> tuple[int, int]:
+    """--size: H or HxW, each a positive whole number."""
+    found = re.fullmatch(r"([0-9]{1,9})(?:x([0-9]{1,9}))?", text.strip())
+    if not found or not int(found[1]) or (found[2] is not None and not int(found[2])):
+        raise argparse.ArgumentTypeError(f"must be a height, or heightxwidth, in pixels (e.g. 512 or 512x768), got "
+                                         f"{text[:40]!r}")
+    return int(found[1]), int(found[2] or found[1])
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -169,7 +181,7 @@ def _estimate(args: argparse.Namespace) -> int:
     budget = None if args.budget is None else fit.parse_budget(args.budget)
     if budget is not None and args.batch:
         raise SpecError("--budget finds the batch: give no --batch")
-    spec = load_spec_file(args.model_file) if args.model_file else load_model(args.model)
+    spec = load_model(args.model_file or args.model)
     resolved = device.resolve(args.device)
     reason = unavailable(args.framework or "any", args.technique, args.scenario, resolved, spec)
     if reason:
@@ -421,6 +433,7 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--model", help="a catalogue name (see `models`), plain-N, or a model file")
     model.add_argument("--model-file", help=MODEL_FILE)
     run.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
+    run.add_argument("--size", type=_size, help=SIZE)
     run.add_argument("--batch", type=_batch, help="default: the model's own")
     run.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     run.add_argument("--device", default="auto", choices=DEVICES)
@@ -449,6 +462,7 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--model", help="a catalogue name (see `models`), plain-N, or a model file")
     model.add_argument("--model-file", help=MODEL_FILE)
     guess.add_argument("--batch", type=_batch, help="default: the model's own")
+    guess.add_argument("--size", type=_size, help=SIZE)
     guess.add_argument("--optimizer", default="adam", choices=OPTIMIZERS)
     guess.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
     guess.add_argument("--framework", choices=frameworks(), help="its rules and measured constants; default: neutral")
@@ -479,6 +493,7 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--model", help="a catalogue name (see `models`), plain-N, or a model file")
     model.add_argument("--model-file", help=MODEL_FILE)
     fits.add_argument("--framework", required=True, choices=frameworks())
+    fits.add_argument("--size", type=_size, help=SIZE)
     fits.add_argument("--budget", required=True, help="a size with a case-sensitive unit: B, kB, MB, GB (powers of "
                                                        "10) or KiB, MiB, GiB (powers of 2), e.g. 2GiB, 900MB")
     fits.add_argument("--scenario", default="train", choices=SCENARIO_KINDS)
@@ -495,6 +510,7 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="auto", choices=DEVICES)
     bench.add_argument("--frameworks", default="", help="comma-separated; default: all")
     bench.add_argument("--models", default="", help="comma-separated names or model files; default: the suite's")
+    bench.add_argument("--size", type=_size, help=SIZE)
     bench.add_argument("--batches", default="", help="comma-separated batch grid replacing the suite's (sweeps: "
                                                      "e.g. 10,20,...,200 to see TensorFlow's steps)")
     bench.add_argument("--techniques", default="", help="comma-separated: only the suite's scenarios with these "
@@ -579,22 +595,39 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def _functional_files(args: argparse.Namespace) -> None:
+def _model_files(args: argparse.Namespace) -> None:
     """Each --model-file of a registered Keras class (a keras-hub backbone) replaced by the functional model it is,
-    which Keras saves in a worker (suites/run/keras_rewrap.py): every command then reads that file."""
+    which Keras saves in a worker (suites/run/keras_rewrap.py), then, with --size, named at that size (`sized_name`):
+    every command then reads that."""
     given = getattr(args, "model_file", None)
-    if not given:
-        return
-    from suites.run.keras_rewrap import functional_file
+    if given:
+        from suites.run.keras_rewrap import functional_file
 
-    args.model_file = [functional_file(path) for path in given] if isinstance(given, list) else functional_file(given)
+        given = [functional_file(path) for path in given] if isinstance(given, list) else functional_file(given)
+        args.model_file = given
+    size = getattr(args, "size", None)
+    if size is None:
+        return
+    if hasattr(args, "models"):  # bench: every model file of --models
+        names = [name for name in args.models.split(",") if name]
+        if not any(is_model_file(name) for name in names):
+            raise SpecError("--size resizes a model file's input: give model files in --models")
+        args.models = ",".join(sized_name(name, *size) if is_model_file(name) else name for name in names)
+        return
+    if not given and not (args.model and is_model_file(args.model)):
+        raise SpecError(f"--size resizes a model file's input; {args.model!r} is a catalogue model: give --model-file")
+    if given:
+        args.model_file = sized_name(given, *size)
+    else:
+        args.model = sized_name(args.model, *size)
+    load_model(args.model_file or args.model)  # refused here, in one line, where the net fixes its size
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     interrupts.install()
     try:
-        _functional_files(args)
+        _model_files(args)
         return args.action(args)
     except (SpecError, SetupError) as error:
         print(f"python -m suites: error: {error}", file=sys.stderr)

@@ -455,6 +455,26 @@ def test_torchs_group_and_instance_norms_prelu_and_edge_pads_import_with_torchs_
     assert [layer.shared for layer in spec.layers if layer.kind == "prelu"] == [False, True]
 
 
+def test_a_fully_convolutional_file_trains_at_another_size_and_one_that_fixes_its_size_is_refused() -> None:
+    """--size rebuilds a model file at another image size (a segmentation net exported at 224 px, trained at 512):
+    the same weights, a model of its own in the record; where a layer's weights would change (a dense layer after a
+    flatten), one line names it and nothing runs."""
+    path = EXPORTS / "dense_prediction.onnx"
+    done = run_cli("run", "--framework", "torch", "--model-file", str(path), "--size", "24x20", "--device", "cpu",
+                   "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)
+    assert record["status"] == "ok" and record["model"]["input_shape"] == [24, 20, 3]
+    assert record["model"]["name"] == f"{path}@24x20"
+    assert record["framework"]["param_count"] == json.loads((EXPORTS / "counts.json").read_text())[
+        "DensePrediction"]["parameters"]
+    refused = run_cli("estimate", "--model-file", str(EXPORTS / "dropouts.onnx"), "--size", "64")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        "python -m suites: error: at 64x64, layer 'node_linear' (dense) would hold weights [(12288, 5), (5,)], not "
+        "its [(192, 5), (5,)]: dropouts fixes its input size (8x8)"]
+
+
 def test_torchvisions_convnext_layers_over_channels_last_are_1x1_convs() -> None:
     """torchvision's ConvNeXt in small: its Linear layers over an image's channels (made last by a permute; a MatMul
     and an Add) are 1x1 convs, and the as_strided after its global pool is no layer; torch's counts."""
