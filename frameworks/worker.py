@@ -581,11 +581,13 @@ def count_params(framework: str, models: list[str]) -> dict[str, dict[str, int]]
 def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool) -> None:
     """Parity: loads canonical weights and a batch (arrays `layer<i>_<name>`), writes the output, the loss and
     the running statistics after the pass (`statistics<i>_<name>`). An array `training`, where there is one, is the
-    net's own mode, over the job's: one worker runs inference and training nets alike."""
+    net's own mode, over the job's: one worker runs inference and training nets alike. An array `float64` true
+    (torch only) computes the net in float64: how far float32's rounding moves it."""
     import numpy as np
 
     arrays = np.load(arrays_path)
     training = bool(arrays["training"]) if "training" in arrays.files else training
+    wide = "float64" in arrays.files and bool(arrays["float64"])  # torch's alone: the net in float64 (`--check`)
     weights: list[dict[str, np.ndarray]] = [{} for _ in scenario.spec.layers]
     for key in arrays.files:
         if key.startswith("layer"):
@@ -595,7 +597,10 @@ def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool)
     # initializer per shape (EfficientNetB0: ~30 CPU-s); Keras's deferred variables take no set_weights
     adapter = built(scenario, values=scenario.framework != "jax")
     adapter.set_weights(weights)
-    output, loss = adapter.evaluate(arrays["inputs"], arrays["targets"], training)
+    if wide:
+        adapter.model.double()
+    inputs = arrays["inputs"].astype(np.float64) if wide else arrays["inputs"]
+    output, loss = adapter.evaluate(inputs, arrays["targets"], training)
     statistics = {f"statistics{index}_{name}": value for index, layer in enumerate(adapter.statistics())
                   for name, value in layer.items()}
     np.savez(out_path, output=output, loss=np.float64(loss), **statistics)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from models.importers import onnx_external
 from models.importers.files import load_spec_file
 from models.importers.fixes import Fix
 from models.importers.onnx_file import canonical_weights
-from models.spec import SpecError
+from models.spec import LeakyReLU, SpecError
 from tests.conftest import run_cli
 
 CONSTANT = "const_"  # the initializers that shape the computation (Reshape's shape, Resize's scales...): not weights
@@ -414,6 +415,48 @@ def test_check_proves_a_fixed_batch_at_its_own_and_goes_on_past_a_refused_file(t
     for line, framework in zip(lines[1:3], ("torch", "jax"), strict=True):
         assert re.fullmatch(rf"  {framework} +largest difference \S+ \(outputs up to \S+\): agrees", line), line
     assert lines[3:] == [f"checked 2 files: 1 proved; 1 refused: {refused}"]
+
+
+def touchy_net() -> onnx.ModelProto:
+    """A net that amplifies float32's rounding, as an untrained deep net can: a conv whose bias, 1e5, float32 holds
+    to 0.008, then a batch norm subtracting it and dividing by 0.003: onnxruntime and the frameworks, each summing in
+    its own order, differ by about 1 % of the outputs, far past the tolerance."""
+    net = _Net(3, 6)
+    net.initializers.append(numpy_helper.from_array(np.full(4, 1e5, np.float32), "touchy.B"))
+    x = net.node("Conv", ["image", net.weight("touchy.W", 4, 3, 3, 3), "touchy.B"], "touchy", kernel_shape=[3, 3])
+    statistics = [numpy_helper.from_array(np.array(value, np.float32), name) for name, value in (
+        ("bn.scale", [1.0] * 4), ("bn.B", [0.0] * 4), ("bn.mean", [1e5] * 4), ("bn.var", [1e-6] * 4))]
+    net.initializers += statistics
+    x = net.node("BatchNormalization", [x, *(each.name for each in statistics)], "bn")
+    x = net.node("Flatten", [net.node("Relu", [x], "relu")], "flat")
+    return net.model(net.node("Gemm", [x, net.weight("fc.W", 5, 64), net.weight("fc.B", 5)], "fc", transB=1), 5, 17)
+
+
+def test_a_net_that_amplifies_float32s_rounding_is_proved_within_it_and_one_wrong_by_a_layer_is_not(
+        tmp_path: Path) -> None:
+    """Past the tolerance, torch computes the rebuild in float64: where onnxruntime's answer and each framework's are
+    within 4x the rebuild's own float32 rounding of it, the rounding is the difference and the file is proved, for
+    that reason; the same file whose rebuild is wrong by one layer (its ReLU a leaky one) is not."""
+    from models.importers.onnx_file import load_onnx_proof
+    from suites.run.import_check import Ready, _batch, _onnx, prove, report
+
+    path = _save(touchy_net(), tmp_path, "touchy")
+    done = run_cli("models", "--model-file", str(path), "--check")
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    for line, framework in zip(lines[1:3], ("torch", "jax"), strict=True):
+        found = re.fullmatch(rf"  {framework} +largest difference (\S+) \(outputs up to (\S+)\): (.*)", line)
+        assert found and float(found[1]) > 1e-4 * float(found[2]), line  # past the tolerance: a touchy net
+        assert found[3] == "agrees within float32's rounding (below)", line
+    assert lines[3].startswith("  torch float64     the rebuild's float32 answer is ") and "within 4x" in lines[3]
+    proof = load_onnx_proof(path)
+    batch = _batch(proof.spec)
+    layers = [layer if layer.kind != "relu" else LeakyReLU(0.5) for layer in proof.spec.layers]
+    wrong = replace(proof.spec, layers=tuple(layers))
+    proofs = prove([Ready(str(path), wrong, batch, proof.weights, _onnx(proof, batch, str(path)))], ["torch", "jax"])
+    assert not proofs[str(path)].holds
+    text = report(proofs, [])
+    assert "DIFFERS" in text and "the rebuild is not the file's net" in text and "1 not proved" in text
 
 
 def test_a_file_onnxruntime_cannot_compute_is_refused_with_its_whole_reason(tmp_path: Path) -> None:

@@ -37,22 +37,52 @@ BATCH = 2  # where the file's graph leaves the batch open
 RELATIVE_TOLERANCE = 1e-4  # of the reference's largest value (float32 sums over a deep net, in another order):
 # relative, since an untrained net's outputs may be tiny (torchvision's efficientnet_b0 at 64x64: about 1e-13)
 TIMEOUT_S = 1800.0
+# Where a framework differs from onnxruntime past the tolerance, torch computes the rebuild in float64 too (onnxruntime
+# has no float64 conv): a net that amplifies float32's rounding (an untrained deep net can) moves its float32 answers
+# from the exact one by about its own rounding, so each float32 answer, onnxruntime's and every framework's, is held
+# within ROUNDING_FACTOR times the rebuild's own float32-from-float64 distance of the float64 rebuild; a rebuild
+# wrong by a layer is off by far more
+ROUNDING_FACTOR = 4
+EXACT = "torch"  # the framework that computes the rebuild in float64
 KERAS = "keras-tensorflow"  # Keras's own answer: on TensorFlow its eager initializers compile nothing
 KERAS_QUIET = {"KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 @dataclass(frozen=True)
 class Agreement:
-    """One framework's output against the reference, for one file."""
+    """One framework's output against the reference, for one file; past the tolerance, its and the reference's
+    distances from the float64 rebuild, and the rebuild's own float32 rounding (`Rounding`)."""
 
     framework: str
     difference: float  # the largest absolute difference
     scale: float  # the reference's largest absolute value
+    rounding: Rounding | None = None
+
+    @property
+    def within_tolerance(self) -> bool:
+        """Within the tolerance of outputs that are not all zero (zeros agree with anything a net of zeros says)."""
+        return self.scale > 0 and self.difference <= RELATIVE_TOLERANCE * self.scale
 
     @property
     def agrees(self) -> bool:
-        """Within the tolerance of outputs that are not all zero (zeros agree with anything a net of zeros says)."""
-        return self.scale > 0 and self.difference <= RELATIVE_TOLERANCE * self.scale
+        """Within the tolerance, or where the net amplifies float32's rounding past it, within its rounding."""
+        return self.within_tolerance or (self.scale > 0 and self.rounding is not None and self.rounding.holds(self))
+
+
+@dataclass(frozen=True)
+class Rounding:
+    """The float64 rebuild against the float32 answers: the rebuild's own float32 answer's distance from it (how far
+    float32's rounding moves this net), the reference's, and each framework's (by name)."""
+
+    own: float
+    reference: float
+    frameworks: dict[str, float]
+
+    def holds(self, agreement: Agreement) -> bool:
+        """Both the reference and this framework within ROUNDING_FACTOR times the net's own rounding of the float64
+        rebuild: the two differ by rounding alone."""
+        bound = ROUNDING_FACTOR * self.own
+        return self.reference <= bound and self.frameworks[agreement.framework] <= bound
 
 
 @dataclass(frozen=True)
@@ -206,15 +236,29 @@ def prove(files: list[Ready], frameworks: list[str]) -> dict[str, Proof]:
             if weights is not None:
                 nets[index] = (file.spec, file.batch | weights)
         outputs = dict(zip(nets, forward_all(list(nets.values()), folder, frameworks, _forward), strict=True))
+        touchy = {index: nets[index] for index, (reference, _, source, _) in enumerate(found)
+                  if source == "onnxruntime" and index in nets and EXACT in frameworks and any(
+                      _difference(outputs[index][framework]["output"], reference) > RELATIVE_TOLERANCE * float(
+                          np.abs(reference).max()) for framework in frameworks)}
+        exact = dict(zip(touchy, forward_all([(spec, arrays | {"float64": np.array(True)}) for spec, arrays in
+                                              touchy.values()], folder / "float64", [EXACT], _forward), strict=True))
         proofs = {}
         for index, (file, (reference, counts, source, rounding)) in enumerate(zip(files, found, strict=True)):
+            wide = _rounded(outputs[index], reference, exact[index][EXACT]["output"]) if index in exact else None
             agreements = () if reference is None else tuple(
                 Agreement(framework, _difference(outputs[index][framework]["output"], reference),
-                          float(np.abs(reference).max())) for framework in frameworks)
+                          float(np.abs(reference).max()), wide) for framework in frameworks)
             ours = (file.spec.param_count, file.spec.statistics_count)
             proofs[file.path] = Proof(source, None if counts is None else (ours, counts), agreements,
                                       len(file.batch["inputs"]), rounding)
         return proofs
+
+
+def _rounded(outputs: dict[str, dict[str, np.ndarray]], reference: np.ndarray, exact: np.ndarray) -> Rounding:
+    """The float64 rebuild's distances from the float32 answers, relative to its largest value."""
+    scale = max(float(np.abs(exact).max()), np.finfo(np.float64).tiny)
+    return Rounding(_difference(outputs[EXACT]["output"], exact) / scale, _difference(reference, exact) / scale,
+                    {name: _difference(result["output"], exact) / scale for name, result in outputs.items()})
 
 
 def _rounding(reference: np.ndarray | None, given: np.lib.npyio.NpzFile) -> float | None:
@@ -257,8 +301,12 @@ def report(proofs: dict[str, Proof], refused: list[str]) -> str:
             lines.append(f"  counts            the spec's {ours[0]:,} trainable + {ours[1]:,} statistics, "
                          f"{proof.source}'s {theirs[0]:,} + {theirs[1]:,}: {'equal' if same else 'DIFFER'}")
         lines += [f"  {each.framework:<17} largest difference {each.difference:.2e} (outputs up to {each.scale:.3g}):"
-                  f" {'agrees' if each.agrees else 'DIFFERS' if each.scale else 'all zero, proves nothing'}"
-                  for each in proof.agreements]
+                  f" {_verdict(each)}" for each in proof.agreements]
+        rounded = next((each.rounding for each in proof.agreements if each.rounding), None)
+        if rounded:
+            lines.append(f"  {EXACT + ' float64':<17} the rebuild's float32 answer is {rounded.own:.2e} of its largest "
+                         f"value from its float64 one, {proof.source}'s {rounded.reference:.2e}: "
+                         f"{_rebuild_verdict(rounded)}")
         if proof.rounding is not None:
             lines.append(f"  {proof.source + ' float64':<17} its own float32 answer is {proof.rounding:.2e} of its "
                          f"largest value from its float64 one: {_rounding_verdict(proof.rounding)}")
@@ -271,6 +319,24 @@ def _summary(proofs: dict[str, Proof], refused: list[str]) -> str:
     groups = [f"{len(proofs) - len(unproved)} proved", *(f"{len(names)} {what}: {', '.join(names)}" for what, names
                                                           in (("not proved", unproved), ("refused", refused)) if names)]
     return f"checked {count} file{'' if count == 1 else 's'}: {'; '.join(groups)}"
+
+
+def _verdict(each: Agreement) -> str:
+    if not each.scale:
+        return "all zero, proves nothing"
+    if each.within_tolerance:
+        return "agrees"
+    return "agrees within float32's rounding (below)" if each.agrees else "DIFFERS"
+
+
+def _rebuild_verdict(rounded: Rounding) -> str:
+    """What the float64 rebuild says of a difference past the tolerance."""
+    bound = ROUNDING_FACTOR * rounded.own
+    if rounded.reference <= bound:
+        return (f"the file's answer is within {ROUNDING_FACTOR}x float32's own rounding of the exact rebuild, so a "
+                f"framework as close computes the file's net, and one further does not")
+    return (f"the file's answer is past {ROUNDING_FACTOR}x float32's own rounding of the exact rebuild: the rebuild "
+            f"is not the file's net")
 
 
 def _rounding_verdict(rounding: float) -> str:
