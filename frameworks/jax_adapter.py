@@ -67,6 +67,7 @@ from models.spec import (
     Sigmoid,
     SiLU,
     Softplus,
+    SpaceToDepth,
     Upsample2D,
     ZeroPad2D,
 )
@@ -457,9 +458,16 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               Crop2D: lambda: x[:, layer.top:x.shape[1] - layer.bottom, layer.left:x.shape[2] - layer.right],
               ChannelSlice: lambda: x[..., layer.start:layer.stop],
               ChannelShuffle: lambda: x.reshape(*x.shape[:3], layer.groups, -1).swapaxes(3, 4).reshape(x.shape),
+              SpaceToDepth: lambda: _space_to_depth(x, layer),
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
               Concat: lambda: numpy.concatenate(inputs, axis=-1)}
     return simple[type(layer)](), None
+
+
+def _space_to_depth(x: jax.Array, layer: SpaceToDepth) -> jax.Array:
+    n, h, w, c, b = *x.shape, layer.block
+    tiles = x.reshape(n, h // b, b, w // b, b, c).transpose(0, *(axis + 1 for axis in layer.permutation))
+    return tiles.reshape(n, h // b, w // b, b * b * c)
 
 
 def _transposed_kernel(kernel: jax.Array, groups: int) -> jax.Array:

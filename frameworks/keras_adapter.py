@@ -73,6 +73,7 @@ from models.spec import (
     Sigmoid,
     SiLU,
     Softplus,
+    SpaceToDepth,
     Upsample2D,
     ZeroPad2D,
     same_padding,
@@ -296,6 +297,12 @@ class KerasAdapter(Adapter):
                                                     scale=layer.scale, center=layer.center, **dtype)]
         if isinstance(layer, AvgPool2D):
             return _average_pool(layer, step.input_shape, dtype)
+        if isinstance(layer, SpaceToDepth):  # (H / b, b, W / b, b, C) transposed: Keras's own layers
+            height, width, channels = step.input_shape
+            tiles = (height // layer.block, layer.block, width // layer.block, layer.block, channels)
+            return [keras.layers.Reshape(tiles, **dtype),
+                    keras.layers.Permute(tuple(axis + 1 for axis in layer.permutation), **dtype),
+                    keras.layers.Reshape(step.output_shape, **dtype)]
         if isinstance(layer, ChannelShuffle):  # (H, W, groups, C / groups) transposed: Keras's own layers
             height, width, channels = step.input_shape
             return [keras.layers.Reshape((height, width, layer.groups, channels // layer.groups), **dtype),

@@ -57,6 +57,7 @@ from models.spec import (
     Sigmoid,
     SiLU,
     Softplus,
+    SpaceToDepth,
     Upsample2D,
     ZeroPad2D,
 )
@@ -155,6 +156,21 @@ def _conv_transpose(layer: ConvTranspose2D, channels: int, device: torch.device)
     built = CroppedConvTranspose if rows or columns else torch.nn.ConvTranspose2d
     return built(channels, layer.filters, layer.kernel_size, layer.stride, padding, extra, layer.groups, layer.bias,
                  device=device)
+
+
+def _space_to_depth(layer: SpaceToDepth) -> torch.nn.Module:
+    """torch's PixelUnshuffle (channel-major), or ONNX's SpaceToDepth (block-major): (N, C, H / b, b, W / b, b) with
+    the tile's axes before the channel's."""
+    if layer.order == "channel_major":
+        return torch.nn.PixelUnshuffle(layer.block)
+
+    class BlockMajor(torch.nn.Module):
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            n, c, h, w, b = *inputs.shape, layer.block
+            tiles = inputs.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+            return tiles.reshape(n, c * b * b, h // b, w // b)
+
+    return BlockMajor()
 
 
 def _layer_scale(channels: int, device: torch.device) -> torch.nn.Module:
@@ -419,6 +435,7 @@ class TorchAdapter(Adapter):
             Upsample2D: lambda: nn.Upsample(scale_factor=layer.scale, mode=layer.interpolation,
                                             align_corners=False if layer.interpolation == "bilinear" else None),
             Reshape: lambda: _reshape(layer.shape),
+            SpaceToDepth: lambda: _space_to_depth(layer),
             Resize2D: lambda: nn.Upsample(layer.size, layer.scale, layer.interpolation,
                                           layer.align_corners if layer.interpolation == "bilinear" else None),
             Add: lambda: _merge("add"),

@@ -62,6 +62,7 @@ from models.layers.shaping import (
     Flatten,
     Pad2D,
     Reshape,
+    SpaceToDepth,
     ZeroPad2D,
 )
 
@@ -76,8 +77,8 @@ __all__ = [
     "LAYER_TYPES", "LOSSES", "Layer", "LayerNorm", "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES",
     "MAX_SIZE", "MODEL_INPUT", "MaxPool2D", "Mish", "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS",
     "PReLU", "Pad2D", "ReLU", "ReLU6", "Rescale", "Reshape", "Resize2D", "Shape", "SiLU", "Sigmoid", "Softplus",
-    "SpecError", "Upsample2D", "ZeroPad2D", "at_input_size", "conv_output_size", "flag", "number", "pixels",
-    "positive", "same_padding", "written_channels_last",
+    "SpaceToDepth", "SpecError", "Upsample2D", "ZeroPad2D", "at_input_size", "conv_output_size", "flag", "number",
+    "pixels", "positive", "same_padding", "written_channels_last",
 ]
 
 
@@ -85,12 +86,12 @@ Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | Ba
          | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LeakyReLU | ELU | Softplus | Mish
          | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle
          | Upsample2D | Reshape | Add | Concat | Multiply | GroupNorm | InstanceNorm | PReLU | Pad2D
-         | ConvTranspose2D | Resize2D)
+         | ConvTranspose2D | Resize2D | SpaceToDepth)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
     SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LeakyReLU, ELU, Softplus, Mish, LayerNorm, LayerScale, Rescale,
     Normalize, ZeroPad2D, Crop2D, ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply, GroupNorm,
-    InstanceNorm, PReLU, Pad2D, ConvTranspose2D, Resize2D)}
+    InstanceNorm, PReLU, Pad2D, ConvTranspose2D, Resize2D, SpaceToDepth)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "leaky_relu", "elu",
                "softplus", "mish", "layerscale", "rescale", "normalize", "prelu")

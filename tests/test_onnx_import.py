@@ -216,19 +216,20 @@ def timm_net() -> tuple[onnx.ModelProto, str]:
 def norms_net() -> tuple[onnx.ModelProto, str]:
     """ONNX's own ops for the dense-prediction nets' layers, as another exporter may write them: GroupNormalization
     (opset 21's, a scale per channel), InstanceNormalization of the file's parameters, and of Constant ones and zeros
-    (an instance norm without its own scale), PRelu on flat features, and Pad mode edge."""
+    (an instance norm without its own scale), SpaceToDepth, PRelu on flat features, and Pad mode edge."""
     net = _Net(3, 6)
-    x = net.node("Pad", [net.conv("image", "conv", 4, 3, 3), net.constant("pads", [0, 0, 1, 0, 0, 0, 2, 1])], "edge",
-                 mode="edge")  # 4 -> 7 by 5
+    x = net.node("Pad", [net.conv("image", "conv", 4, 3, 3), net.constant("pads", [0, 0, 1, 0, 0, 0, 3, 2])], "edge",
+                 mode="edge")  # 4 -> 8 by 6
     x = net.node("GroupNormalization", [x, net.weight("gn.scale", 4), net.weight("gn.B", 4)], "gn", num_groups=2,
                  epsilon=1e-3)
     x = net.node("InstanceNormalization", [x, net.weight("in.scale", 4), net.weight("in.B", 4)], "in")
     ones = net.node("Constant", [], "ones", value=numpy_helper.from_array(np.ones(4, np.float32)))
     zeros = net.node("Constant", [], "zeros", value=numpy_helper.from_array(np.zeros(4, np.float32)))
     x = net.node("InstanceNormalization", [x, ones, zeros], "in_plain", epsilon=1e-3)
-    x = net.node("Flatten", [net.node("GlobalAveragePool", [x], "gap")], "flat")
-    x = net.node("PRelu", [x, net.weight("prelu.slope", 4)], "prelu")
-    x = net.node("Gemm", [x, net.weight("fc.W", 5, 4), net.weight("fc.B", 5)], "fc", transB=1)
+    x = net.node("Flatten", [net.node("GlobalAveragePool", [net.node("SpaceToDepth", [x], "s2d", blocksize=2)],
+                                      "gap")], "flat")
+    x = net.node("PRelu", [x, net.weight("prelu.slope", 16)], "prelu")
+    x = net.node("Gemm", [x, net.weight("fc.W", 5, 16), net.weight("fc.B", 5)], "fc", transB=1)
     return net.model(x, 5, 21), x
 
 
@@ -496,6 +497,8 @@ def test_torchs_group_and_instance_norms_prelu_and_edge_pads_import_with_torchs_
                      ("groupnorm", True, 1)]
     assert [layer.mode for layer in spec.layers if layer.kind == "pad2d"] == ["reflect", "replicate"]
     assert [layer.shared for layer in spec.layers if layer.kind == "prelu"] == [False, True]
+    assert [(layer.block, layer.order) for layer in spec.layers if layer.kind == "space_to_depth"] == [
+        (2, "channel_major")]  # torch's pixel_unshuffle: a Reshape, a Transpose and a Reshape
 
 
 def test_a_fully_convolutional_file_trains_at_another_size_and_one_that_fixes_its_size_is_refused() -> None:

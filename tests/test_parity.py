@@ -49,6 +49,7 @@ from models.spec import (
     Sigmoid,
     SiLU,
     Softplus,
+    SpaceToDepth,
     Upsample2D,
     ZeroPad2D,
 )
@@ -210,7 +211,7 @@ def dense_prediction() -> ModelSpec:
     grouped with padding and output_padding, depthwise of a kernel of another height than width, at stride 1, and
     Keras's 'same' (an odd kernel less stride cutting a pixel more after, and a kernel under the stride adding);
     resizes by a scale that is no integer (nearest, down; bilinear, up and down) and to a size with the corners
-    aligned (DeepLabV3+'s)."""
+    aligned (DeepLabV3+'s); space-to-depth in ONNX's order and in torch's pixel_unshuffle's."""
     return ModelSpec("parity-dense-prediction", (9, 9, 3), (
         Pad2D(2, 1, 0, 3), Conv2D(8, 3, padding="valid"), GroupNorm(2), PReLU(),
         Pad2D(1, 0, 2, 1, mode="replicate"), Conv2D(8, 3, padding="valid"), InstanceNorm(affine=True),
@@ -219,7 +220,8 @@ def dense_prediction() -> ModelSpec:
         ConvTranspose2D(6, (2, 3), 2, groups=6, bias=False), ConvTranspose2D(4, 3, 1, padding=(1, 0)),
         ConvTranspose2D(4, (3, 4), 2, "same"), ConvTranspose2D(4, 1, 2, "same"),
         Resize2D(scale=0.7), Resize2D(size=(9, 7), interpolation="bilinear", align_corners=True),
-        Resize2D(scale=(1.5, 0.8), interpolation="bilinear"), Conv2D(2, 3, 4), Flatten(), PReLU(), Dense(5),
+        Resize2D(scale=(1.8, 1.2), interpolation="bilinear"), SpaceToDepth(2), SpaceToDepth(2, "channel_major"),
+        Conv2D(2, 3), Flatten(), PReLU(), Dense(5),
     ), "cross_entropy")
 
 

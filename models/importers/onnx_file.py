@@ -434,6 +434,8 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
             self._split(node, attributes, label)
         elif op == "SequenceAt":
             self._sequence_at(node, label)
+        elif op == "SpaceToDepth":
+            self._space_to_depth(node, attributes, label)
         elif op == "Resize":
             self._resize(node, attributes, label)
         elif op in ("Softmax", "LogSoftmax"):

@@ -19,8 +19,9 @@ from models.importers.onnx_common import (
     _Tensor,
     _text,
 )
-from models.spec import Shape
+from models.spec import Shape, positive
 
+UNSHUFFLE_PERM = (0, 1, 3, 5, 2, 4)  # torch's pixel_unshuffle: (N, C, H / b, b, W / b, b) to (N, C, b, b, H / b, W / b)
 # ONNX's Pad modes the spec has: zeros (its zeropad2d), and the spec's pad2d modes
 PAD_MODES = {"constant": None, "reflect": "reflect", "edge": "replicate"}
 
@@ -70,6 +71,11 @@ class ShapingNodes:
         elif value.layout == FIRST and len(sizes) == 4 and sizes[0] * sizes[1] == onnx_shape[0] and \
                 sizes[2:] == list(onnx_shape[1:]):
             self._channel_shuffle(node, value, sizes, label)
+        elif value.layout == FIRST and len(sizes) == 5 and sizes[0] == onnx_shape[0] and sizes[2] == sizes[4] and \
+                sizes[1] * sizes[2] == onnx_shape[1] and sizes[3] * sizes[4] == onnx_shape[2]:
+            self._pixel_unshuffle(node, value, sizes, label)
+        elif value.layout == FIRST and sizes == list(onnx_shape):
+            self.tensors[node.output[0]] = value  # to the shape it has: no layer (the end of torch's pixel_unshuffle)
         else:
             raise _Refused(f"reshapes {list(onnx_shape)} to {sizes}; the importer maps a flatten, (C) -> (C, 1, 1) "
                            f"and a channel shuffle")
@@ -98,6 +104,28 @@ class ShapingNodes:
                            f"(a Transpose {list(SHUFFLE_PERM)} and a Reshape back, each read by the next alone)")
         self.folded.update(id(part) for part in (tail[0], *tail[1]))
         self._set(tail[0], self._emit(label, "channel_shuffle", [value.spec], groups=groups), FIRST)
+
+    def _pixel_unshuffle(self, node: onnx.NodeProto, value: _Tensor, sizes: list[int], label: str) -> None:
+        """(C, H, W) viewed as (C, H / b, b, W / b, b), transposed to (C, b, b, H / b, W / b) and viewed back as
+        (C b b, H / b, W / b): torch's pixel_unshuffle as its exporter writes it, one channel-major space_to_depth,
+        the nodes after this one taken in."""
+        channels, rows, block, columns, _ = sizes
+        transpose = self._sole_reader(node.output[0], "Transpose")
+        back = self._sole_reader(transpose.output[0], "Reshape") if transpose is not None and tuple(
+            _attributes(transpose).get("perm", ())) == UNSHUFFLE_PERM else None
+        joined = [channels * block * block, rows, columns]
+        if back is None or self._target(back, _attributes(back), (channels, block, block, rows, columns)) != joined:
+            raise _Refused(f"reshapes the image to {sizes}, then is no pixel_unshuffle (a Transpose "
+                           f"{list(UNSHUFFLE_PERM)} and a Reshape to {joined}, each read by the next alone)")
+        self.folded.update((id(transpose), id(back)))
+        self._set(back, self._emit(label, "space_to_depth", [value.spec], block=block, order="channel_major"), FIRST)
+
+    def _space_to_depth(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:
+        """ONNX's SpaceToDepth (block-major: the tile's position outer, the channel inner)."""
+        value = self._value(node, 0)
+        self._image_shape(value)
+        self._set(node, self._emit(label, "space_to_depth", [value.spec],
+                                   block=positive(int(attributes.get("blocksize", 0)), "blocksize")), FIRST)
 
     def _strided_restore(self, node: onnx.NodeProto, value: _Tensor, shape: Shape) -> None:
         """torch's as_strided written by the default exporter (after ConvNeXt's global pool): every value flattened,

@@ -159,3 +159,34 @@ class Reshape(OneInput):
             raise SpecError(f"reshape of {shape} to {self.shape} changes the number of values")
         return self.shape
 
+
+
+SPACE_TO_DEPTH_ORDERS = ("block_major", "channel_major")
+
+
+@dataclass(frozen=True)
+class SpaceToDepth(OneInput):
+    """Each `block` x `block` tile of pixels folded into the channels: (H / block, W / block, block^2 x C). The
+    channels' order: `block_major`, the tile's position outer and the channel inner (ONNX's SpaceToDepth,
+    TensorFlow's space_to_depth), or `channel_major`, the channel outer (torch's pixel_unshuffle)."""
+
+    block: int = 2
+    order: str = "block_major"
+    kind: ClassVar[str] = "space_to_depth"
+
+    def __post_init__(self) -> None:
+        positive(self.block, "space_to_depth.block")
+        if self.order not in SPACE_TO_DEPTH_ORDERS:
+            raise SpecError(f"space_to_depth.order must be one of {', '.join(SPACE_TO_DEPTH_ORDERS)}, got "
+                            f"{shown(self.order)}")
+
+    @property
+    def permutation(self) -> tuple[int, ...]:
+        """How the axes (H / block, block, W / block, block, C) are transposed before they are joined."""
+        return (0, 2, 1, 3, 4) if self.order == "block_major" else (0, 2, 4, 1, 3)
+
+    def output_shape(self, shape: Shape) -> Shape:
+        h, w, c = image_shape(shape, self.kind)
+        if h % self.block or w % self.block:
+            raise SpecError(f"space_to_depth of block {self.block} needs a height and width it divides, got {h}x{w}")
+        return h // self.block, w // self.block, at_most(c * self.block**2, "space_to_depth's channels")

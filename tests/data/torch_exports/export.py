@@ -115,16 +115,16 @@ class Shuffle(nn.Module):
 
 
 class DensePrediction(nn.Module):
-    """The segmentation and medical nets' layers: reflect and replicate padding (timm's blur pools), group norm in
-    two groups and in one (PoolFormer's), instance norm without its own scale (torch's default, MONAI's) beside one
-    with it, whose ones and zeros the exporter's optimizer stores as one initializer, and PReLU per channel and
-    shared (MONAI's default), resizes to a size with the corners aligned (DeepLabV3+'s) and by a factor that is no
-    integer, and a grouped transposed conv (a decoder's upsampling)."""
+    """The segmentation and medical nets' layers: a pixel_unshuffle (space-to-depth), reflect and replicate padding
+    (timm's blur pools), group norm in two groups and in one (PoolFormer's), instance norm without its own scale
+    (torch's default, MONAI's) beside one with it, whose ones and zeros the exporter's optimizer stores as one
+    initializer, PReLU per channel and shared (MONAI's default), resizes to a size with the corners aligned
+    (DeepLabV3+'s) and by a factor that is no integer, and a grouped transposed conv (a decoder's upsampling)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.reflect = nn.ReflectionPad2d((1, 2, 0, 1))
-        self.conv = nn.Conv2d(3, 8, 3)
+        self.conv = nn.Conv2d(12, 8, 3)
         self.group = nn.GroupNorm(2, 8)
         self.prelu = nn.PReLU(8)
         self.replicate = nn.ReplicationPad2d(1)
@@ -137,7 +137,7 @@ class DensePrediction(nn.Module):
         self.head = nn.Linear(6, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.prelu(self.group(self.conv(self.reflect(x))))
+        x = self.prelu(self.group(self.conv(self.reflect(nn.functional.pixel_unshuffle(x, 2)))))
         x = self.prelu_shared(self.instance_affine(self.instance(self.conv2(self.replicate(x)))))
         x = nn.functional.interpolate(self.whole(x), size=(7, 9), mode="bilinear", align_corners=True)
         x = self.up(nn.functional.interpolate(x, scale_factor=1.5))  # nearest, by a factor that is no integer
