@@ -521,10 +521,30 @@ def test_a_fully_convolutional_file_trains_at_another_size_and_one_that_fixes_it
         "its [(192, 5), (5,)]: dropouts fixes its input size (8x8)"]
 
 
-def test_torchvisions_convnext_layers_over_channels_last_are_1x1_convs() -> None:
+def test_a_zero_bias_the_exporters_optimizer_removed_is_counted_where_torchs_call_had_one(tmp_path: Path) -> None:
+    """The default exporter's optimizer drops a bias of zeros from its conv (a fresh timm ConvNeXt's every conv and
+    linear): the node's metadata shows torch's call had one, so the net keeps the parameters it trains; without
+    that metadata the file says nothing of it."""
+    model = onnx.load(EXPORTS / "dense_prediction.onnx")
+    conv = next(node for node in model.graph.node if node.op_type == "Conv" and len(node.input) == 3)
+    filters = next(initializer for initializer in model.graph.initializer if initializer.name == conv.input[1]).dims[0]
+    del conv.input[2]  # as the optimizer leaves a conv whose bias was zeros
+    counts = json.loads((EXPORTS / "counts.json").read_text())["DensePrediction"]["parameters"]
+    assert load_spec_file(_save(model, tmp_path, "removed")).param_count == counts
+    del conv.metadata_props[:]
+    assert load_spec_file(_save(model, tmp_path, "unmarked")).param_count == counts - filters
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["dynamic-batch", "batch-1"])
+def test_torchvisions_convnext_layers_over_channels_last_are_1x1_convs(fixed: bool, tmp_path: Path) -> None:
     """torchvision's ConvNeXt in small: its Linear layers over an image's channels (made last by a permute; a MatMul
-    and an Add) are 1x1 convs, and the as_strided after its global pool is no layer; torch's counts."""
-    spec = load_spec_file(EXPORTS / "pointwise.onnx")
+    and an Add) are 1x1 convs, and the as_strided after its global pool is no layer; torch's counts. Exported
+    without dynamic axes from a batch-1 example (the commonest export), its as_strided's indices are constants for
+    that batch, shown there."""
+    model = onnx.load(EXPORTS / "pointwise.onnx")
+    if fixed:
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    spec = load_spec_file(_save(model, tmp_path, "pointwise"))
     assert [layer.kind for layer in spec.layers] == ["layernorm", "conv2d", "layernorm", "conv2d", "gelu", "conv2d",
                                                      "layerscale", "add", "global_avg_pool", "layernorm", "flatten",
                                                      "dense"]

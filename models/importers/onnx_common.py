@@ -3,6 +3,7 @@ attributes."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,3 +84,16 @@ def _rows_to_last(kernel: np.ndarray, image: Shape) -> np.ndarray:
     h, w, c = image
     return kernel.reshape(c, h, w, -1).transpose(1, 2, 0, 3).reshape(h * w * c, -1)
 
+
+# torch's dynamo exporter writes the aten call each node came from into its metadata: what the graph alone cannot
+# say (a norm's weight of None, a bias its optimizer removed for being zeros)
+FX_NODE = "pkg.torch.onnx.fx_node"
+FX_CALL = re.compile(r"target=torch\.ops\.(?P<target>aten\.\w+)\.\w+\]\(args = \((?P<arguments>.*?)\)(?:, kwargs|\)?$)")
+
+
+def _torch_call(node: onnx.NodeProto) -> tuple[str, list[str]] | None:
+    """The aten call (`aten.conv2d`) a node was exported from and its arguments as written, or None where its
+    metadata does not say."""
+    text = next((entry.value for entry in node.metadata_props if entry.key == FX_NODE), "")
+    found = FX_CALL.search(text)
+    return None if found is None else (found["target"], found["arguments"].split(", "))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import onnx
 
 from models.importers.onnx_common import (
@@ -15,8 +16,12 @@ from models.importers.onnx_common import (
     _rows_to_last,
     _square,
     _text,
+    _torch_call,
 )
 from models.spec import Shape, positive, same_padding
+
+# torch's calls whose third argument is the bias (`_torch_call`)
+BIASED_CALLS = ("aten.conv2d", "aten.linear", "aten.convolution", "aten.conv_transpose2d")
 
 
 class ConvNodes:
@@ -30,6 +35,7 @@ class ConvNodes:
             bias = None  # the default exporter's zero bias of a conv that has none: computed, not a parameter
         if weight is None or weight.ndim != 4:
             raise _Refused("has no 2-D kernel; the spec's conv2d is 2-D")
+        bias = _removed_bias(node, int(weight.shape[0])) if bias is None else bias
         kernel = tuple(positive(int(size), "kernel_shape") for size in attributes.get("kernel_shape", weight.shape[2:]))
         if len(kernel) != 2:
             raise _Refused(f"has kernel_shape {list(kernel)}; the spec's conv2d is 2-D")
@@ -54,6 +60,7 @@ class ConvNodes:
         if weight is None or weight.ndim != 4:
             raise _Refused("has no 2-D kernel; the spec's conv_transpose2d is 2-D")
         groups = int(attributes.get("group", 1))
+        bias = _removed_bias(node, int(weight.shape[1]) * groups) if bias is None else bias
         if _text(attributes.get("auto_pad", "NOTSET")) != "NOTSET" or "output_shape" in attributes or \
                 list(attributes.get("dilations", [1, 1])) != [1, 1]:
             raise _Refused("pads automatically, fixes its output shape or is dilated; the spec's conv_transpose2d "
@@ -129,6 +136,7 @@ class ConvNodes:
             if kernel.shape[0] != math.prod(value.layout):
                 raise _Refused(f"multiplies {math.prod(value.layout)} values by a matrix of {kernel.shape[0]} rows")
             kernel = _rows_to_last(kernel, value.layout)
+        bias = _removed_bias(node, int(kernel.shape[1])) if bias is None else bias
         bias_weights = {} if bias is None else {"bias": bias.reshape(-1)}
         if on_pixels:
             spec = self._emit(label, "conv2d", [value.spec], {"kernel": kernel[None, None]} | bias_weights,
@@ -137,3 +145,13 @@ class ConvNodes:
             spec = self._emit(label, "dense", [value.spec], {"kernel": kernel} | bias_weights,
                               units=int(kernel.shape[1]), bias=bias is not None)
         self._set(bias_node, spec, SAME)
+
+
+def _removed_bias(node: onnx.NodeProto, size: int) -> np.ndarray | None:
+    """The zero bias torch's exporter removed from a conv or linear its optimizer found it in (a fresh net's biases
+    are zeros: timm's ConvNeXt, exported as it is by default): zeros of `size` where the node's metadata shows the
+    torch call had a bias (its third argument), so the net keeps the parameters it trains; else None."""
+    call = _torch_call(node)
+    if call is None or call[0] not in BIASED_CALLS or len(call[1]) < 3 or call[1][2] == "None":
+        return None
+    return np.zeros(size, np.float32)

@@ -3,8 +3,6 @@ with one) and a per-channel Mul (a layer scale) as the spec's normalizations."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import onnx
 
@@ -16,12 +14,11 @@ from models.importers.onnx_common import (
     _axis,
     _float,
     _Refused,
+    _torch_call,
 )
 from models.spec import positive
 
-# torch's dynamo exporter writes the aten call each node came from into its metadata, and the position of the call's
-# weight among its arguments tells whether the norm learns one
-FX_NODE = "pkg.torch.onnx.fx_node"
+# the position of a torch norm call's weight among its arguments (`_torch_call`): whether the norm learns one
 WEIGHT_ARGUMENT = {"aten.group_norm": 2, "aten.native_group_norm": 1, "aten.instance_norm": 1}
 
 
@@ -174,10 +171,8 @@ def _torch_affine(node: onnx.NodeProto) -> bool | None:
     """Whether the torch call a node was exported from had a weight (a group or instance norm that learns its scale),
     where torch's exporter wrote the call into the node's metadata; None where it did not. torch writes ones and zeros
     for a norm without weights, which its optimizer may store as one initializer with a parameter of equal values."""
-    text = next((entry.value for entry in node.metadata_props if entry.key == FX_NODE), "")
-    found = re.search(r"target=torch\.ops\.(aten\.\w+)\.\w+\]\(args = \((.*?)\)(?:, kwargs|\)?$)", text)
-    if found is None or found[1] not in WEIGHT_ARGUMENT:
+    call = _torch_call(node)
+    if call is None or call[0] not in WEIGHT_ARGUMENT:
         return None
-    arguments = found[2].split(", ")
-    at = WEIGHT_ARGUMENT[found[1]]
-    return arguments[at] != "None" if at < len(arguments) else False
+    target, arguments = call
+    return WEIGHT_ARGUMENT[target] < len(arguments) and arguments[WEIGHT_ARGUMENT[target]] != "None"

@@ -130,7 +130,9 @@ class ShapingNodes:
     def _strided_restore(self, node: onnx.NodeProto, value: _Tensor, shape: Shape) -> None:
         """torch's as_strided written by the default exporter (after ConvNeXt's global pool): every value flattened,
         batch and all, then a Gather of indices computed from the batch size. Where those indices are each example's
-        values in their own order, at batch 1 and at batch 2 alike, it gives back the tensor it read: no layer."""
+        values in their own order, at batch 1 and at batch 2 alike, it gives back the tensor it read: no layer. A
+        file that fixes its batch (exported without dynamic axes: its example's) holds them as constants for that
+        batch alone, and there they are shown at it, as every layer of such a file is."""
         gather = self._sole_reader(node.output[0], "Gather")
         indices = self.constants.get(gather.input[1]) if gather is not None else None
         size = math.prod(shape)
@@ -139,8 +141,9 @@ class ShapingNodes:
             return found is not None and found.shape == (batch, *shape) and np.array_equal(
                 found.reshape(-1), np.arange(batch * size))
 
-        if gather is None or _attributes(gather).get("axis", 0) != 0 or not restores(indices, 1) or not restores(
-                self.computed_at_batch_2.get(gather.input[1]), 2):
+        shown = restores(indices, self.batch) if self.batch else restores(indices, 1) and restores(
+            self.computed_at_batch_2.get(gather.input[1]) if gather is not None else None, 2)
+        if gather is None or _attributes(gather).get("axis", 0) != 0 or not shown:
             raise _Refused("flattens the batch with the values, other than for torch's as_strided giving back the "
                            "same tensor; the importer maps a flatten and (C) -> (C, 1, 1)")
         self.folded.add(id(gather))
