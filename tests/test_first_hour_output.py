@@ -60,7 +60,7 @@ def test_the_rules_only_with_explain_one_a_line(capsys: pytest.CaptureFixture) -
     start = lines.index("rules (torch), one a line, each with its reason:") + 1
     assert all(line.startswith(("  - ", "    ")) for line in lines[start:])
     rules = " ".join(line.strip() for line in lines[start:]).removeprefix("- ").split(" - ")
-    assert "; ".join(rules) == " ".join(RULES["torch"].why.split()) and len(rules) == 17
+    assert "; ".join(rules) == " ".join(RULES["torch"].why.split()) and len(rules) == 18
     assert "jax.vjp residuals" not in explained and "nn_grad.py" not in explained
 
 

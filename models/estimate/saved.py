@@ -164,9 +164,10 @@ def _saved_by(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Tensors, 
     bytes it keeps that are no tensor of the net's (masks, indices, copies)."""
     savers: dict[int, list[int]] = {}
     extras = [0] * len(ops)
+    walked = spec.walk()
     for index, op in enumerate(ops):
         in_place = op.kind in ("relu", "relu6") and index in views
-        layer = spec.walk()[op.layer]
+        layer = walked[op.layer]
         kept = saves[op.kind] + (rules.affine_saves.get(op.kind, ()) if getattr(layer.layer, "affine", False) else ())
         for what in rules.in_place_saves.get(op.kind, kept) if in_place else kept:
             if what == "copy" and _inside(spec, ops, op.sources[0]):
