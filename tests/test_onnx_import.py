@@ -535,6 +535,20 @@ def test_a_zero_bias_the_exporters_optimizer_removed_is_counted_where_torchs_cal
     assert load_spec_file(_save(model, tmp_path, "unmarked")).param_count == counts - filters
 
 
+def test_a_conv_by_a_fixed_kernel_is_refused_by_name(tmp_path: Path) -> None:
+    """timm's blur pool convolves by a filter torch holds as a buffer, not a parameter: the graph alone cannot tell,
+    the node's metadata can, and the conv is refused rather than counted as trained."""
+    model = onnx.load(EXPORTS / "dense_prediction.onnx")
+    conv = next(node for node in model.graph.node if node.op_type == "Conv")
+    entry = next(entry for entry in conv.metadata_props if entry.key == "pkg.torch.onnx.fx_node")
+    entry.value = re.sub(r"args = \(([^,]+), %p_\w+", r"args = (\1, %b_blur_filt", entry.value)
+    path = _save(model, tmp_path, "blurred")
+    with pytest.raises(SpecError) as error:
+        load_spec_file(path)
+    assert str(error.value) == f"{path}: node {conv.name!r} (Conv) convolves with a fixed kernel (a buffer in torch: " \
+                               f"timm's blur pool's filter); the spec's conv2d learns its kernel"
+
+
 @pytest.mark.parametrize("fixed", [False, True], ids=["dynamic-batch", "batch-1"])
 def test_torchvisions_convnext_layers_over_channels_last_are_1x1_convs(fixed: bool, tmp_path: Path) -> None:
     """torchvision's ConvNeXt in small: its Linear layers over an image's channels (made last by a permute; a MatMul

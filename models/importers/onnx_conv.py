@@ -35,6 +35,10 @@ class ConvNodes:
             bias = None  # the default exporter's zero bias of a conv that has none: computed, not a parameter
         if weight is None or weight.ndim != 4:
             raise _Refused("has no 2-D kernel; the spec's conv2d is 2-D")
+        call = _torch_call(node)
+        if call is not None and call[0] in BIASED_CALLS and len(call[1]) > 1 and call[1][1].startswith("%b_"):
+            raise _Refused("convolves with a fixed kernel (a buffer in torch: timm's blur pool's filter); the spec's "
+                           "conv2d learns its kernel")
         bias = _removed_bias(node, int(weight.shape[0])) if bias is None else bias
         kernel = tuple(positive(int(size), "kernel_shape") for size in attributes.get("kernel_shape", weight.shape[2:]))
         if len(kernel) != 2:
