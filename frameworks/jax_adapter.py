@@ -68,6 +68,7 @@ from models.spec import (
     SiLU,
     Softplus,
     SpaceToDepth,
+    Subtract,
     Upsample2D,
     ZeroPad2D,
 )
@@ -460,6 +461,7 @@ def _layer(layer: Layer, params: dict, state: dict, inputs: list[jax.Array], tra
               ChannelShuffle: lambda: x.reshape(*x.shape[:3], layer.groups, -1).swapaxes(3, 4).reshape(x.shape),
               SpaceToDepth: lambda: _space_to_depth(x, layer),
               Dropout: lambda: x, Add: lambda: sum(inputs[1:], x), Multiply: lambda: math.prod(inputs[1:], start=x),
+              Subtract: lambda: x - inputs[1],
               Concat: lambda: numpy.concatenate(inputs, axis=-1)}
     return simple[type(layer)](), None
 

@@ -74,6 +74,7 @@ from models.spec import (
     SiLU,
     Softplus,
     SpaceToDepth,
+    Subtract,
     Upsample2D,
     ZeroPad2D,
     same_padding,
@@ -352,6 +353,7 @@ class KerasAdapter(Adapter):
             Add: lambda: keras.layers.Add(**dtype),
             Multiply: lambda: keras.layers.Multiply(**dtype),
             Concat: lambda: keras.layers.Concatenate(axis=-1, **dtype),
+            Subtract: lambda: keras.layers.Subtract(**dtype),
         }
         if type(layer) not in simple:
             raise TypeError(f"no Keras layer for {layer!r}")

@@ -58,6 +58,7 @@ from models.spec import (
     SiLU,
     Softplus,
     SpaceToDepth,
+    Subtract,
     Upsample2D,
     ZeroPad2D,
 )
@@ -103,13 +104,15 @@ def _graph_net(spec: ModelSpec, modules: list[torch.nn.Module], technique: str) 
 
 
 def _merge(kind: str) -> torch.nn.Module:
-    """add, multiply and concat as modules of several inputs (channels are torch's axis 1; a multiply's axes of 1
-    broadcast as they do channels-last)."""
+    """add, multiply, subtract and concat as modules of several inputs (channels are torch's axis 1; a multiply's
+    axes of 1 broadcast as they do channels-last)."""
 
     class Merge(torch.nn.Module):
         def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
             if kind == "concat":
                 return torch.cat(inputs, dim=1)
+            if kind == "subtract":
+                return inputs[0] - inputs[1]
             total = inputs[0]
             for tensor in inputs[1:]:
                 total = total * tensor if kind == "multiply" else total + tensor
@@ -441,6 +444,7 @@ class TorchAdapter(Adapter):
             Add: lambda: _merge("add"),
             Multiply: lambda: _merge("multiply"),
             Concat: lambda: _merge("concat"),
+            Subtract: lambda: _merge("subtract"),
         }
         return simple[type(layer)]()
 

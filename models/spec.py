@@ -43,7 +43,7 @@ from models.layers.base import (
 )
 from models.layers.conv import Conv2D, ConvTranspose2D
 from models.layers.linear import Dense, Dropout
-from models.layers.merge import Add, Concat, Multiply
+from models.layers.merge import Add, Concat, Multiply, Subtract
 from models.layers.normalization import (
     BatchNorm,
     GroupNorm,
@@ -77,8 +77,8 @@ __all__ = [
     "LAYER_TYPES", "LOSSES", "Layer", "LayerNorm", "LayerScale", "LayerShapes", "LeakyReLU", "MAX_CONFIG_BYTES",
     "MAX_SIZE", "MODEL_INPUT", "MaxPool2D", "Mish", "ModelSpec", "Multiply", "NODE_KEYS", "Normalize", "PADDINGS",
     "PReLU", "Pad2D", "ReLU", "ReLU6", "Rescale", "Reshape", "Resize2D", "Shape", "SiLU", "Sigmoid", "Softplus",
-    "SpaceToDepth", "SpecError", "Upsample2D", "ZeroPad2D", "at_input_size", "conv_output_size", "flag", "number",
-    "pixels", "positive", "same_padding", "written_channels_last",
+    "SpaceToDepth", "SpecError", "Subtract", "Upsample2D", "ZeroPad2D", "at_input_size", "conv_output_size", "flag",
+    "number", "pixels", "positive", "same_padding", "written_channels_last",
 ]
 
 
@@ -86,12 +86,12 @@ Layer = (Conv2D | MaxPool2D | AvgPool2D | AdaptiveAvgPool2D | GlobalAvgPool | Ba
          | ReLU | ReLU6 | SiLU | Sigmoid | HardSigmoid | HardSwish | GELU | LeakyReLU | ELU | Softplus | Mish
          | LayerNorm | LayerScale | Rescale | Normalize | ZeroPad2D | Crop2D | ChannelSlice | ChannelShuffle
          | Upsample2D | Reshape | Add | Concat | Multiply | GroupNorm | InstanceNorm | PReLU | Pad2D
-         | ConvTranspose2D | Resize2D | SpaceToDepth)
+         | ConvTranspose2D | Resize2D | SpaceToDepth | Subtract)
 LAYER_TYPES: dict[str, type] = {cls.kind: cls for cls in (
     Conv2D, MaxPool2D, AvgPool2D, AdaptiveAvgPool2D, GlobalAvgPool, BatchNorm, Dense, Dropout, Flatten, ReLU, ReLU6,
     SiLU, Sigmoid, HardSigmoid, HardSwish, GELU, LeakyReLU, ELU, Softplus, Mish, LayerNorm, LayerScale, Rescale,
     Normalize, ZeroPad2D, Crop2D, ChannelSlice, ChannelShuffle, Upsample2D, Reshape, Add, Concat, Multiply, GroupNorm,
-    InstanceNorm, PReLU, Pad2D, ConvTranspose2D, Resize2D, SpaceToDepth)}
+    InstanceNorm, PReLU, Pad2D, ConvTranspose2D, Resize2D, SpaceToDepth, Subtract)}
 # The layers that compute one value from one value: the same shape out, nothing held (the estimate's activations)
 ELEMENTWISE = ("relu", "relu6", "silu", "sigmoid", "hard_sigmoid", "hard_swish", "gelu", "leaky_relu", "elu",
                "softplus", "mish", "layerscale", "rescale", "normalize", "prelu")

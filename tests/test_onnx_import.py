@@ -216,7 +216,8 @@ def timm_net() -> tuple[onnx.ModelProto, str]:
 def norms_net() -> tuple[onnx.ModelProto, str]:
     """ONNX's own ops for the dense-prediction nets' layers, as another exporter may write them: GroupNormalization
     (opset 21's, a scale per channel), InstanceNormalization of the file's parameters, and of Constant ones and zeros
-    (an instance norm without its own scale), SpaceToDepth, PRelu on flat features, and Pad mode edge."""
+    (an instance norm without its own scale), PoolFormer's pool(x) - x, SpaceToDepth, PRelu on flat features, and
+    Pad mode edge."""
     net = _Net(3, 6)
     x = net.node("Pad", [net.conv("image", "conv", 4, 3, 3), net.constant("pads", [0, 0, 1, 0, 0, 0, 3, 2])], "edge",
                  mode="edge")  # 4 -> 8 by 6
@@ -226,6 +227,7 @@ def norms_net() -> tuple[onnx.ModelProto, str]:
     ones = net.node("Constant", [], "ones", value=numpy_helper.from_array(np.ones(4, np.float32)))
     zeros = net.node("Constant", [], "zeros", value=numpy_helper.from_array(np.zeros(4, np.float32)))
     x = net.node("InstanceNormalization", [x, ones, zeros], "in_plain", epsilon=1e-3)
+    x = net.node("Sub", [net.node("AveragePool", [x], "mix", kernel_shape=[3, 3], pads=[1, 1, 1, 1]), x], "token")
     x = net.node("Flatten", [net.node("GlobalAveragePool", [net.node("SpaceToDepth", [x], "s2d", blocksize=2)],
                                       "gap")], "flat")
     x = net.node("PRelu", [x, net.weight("prelu.slope", 16)], "prelu")

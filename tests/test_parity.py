@@ -50,6 +50,7 @@ from models.spec import (
     SiLU,
     Softplus,
     SpaceToDepth,
+    Subtract,
     Upsample2D,
     ZeroPad2D,
 )
@@ -69,7 +70,7 @@ def test_framework_counts_equal_the_spec_for_every_catalogue_model(framework: st
     """Trainable and non-trainable apart, as each framework reports them (torch: parameters and buffers); the
     parity nets of the layers no catalogue model has yet go as spec files (normalize's count is a statistic)."""
     specs = {spec.name: spec for spec in listed_models()}
-    for spec in (excite(0.5), layer_norms()):
+    for spec in (excite(0.5), layer_norms(), dense_prediction()):
         path = tmp_path / f"{spec.name}.json"
         path.write_text(json.dumps(spec.to_dict()))
         specs[str(path)] = spec
@@ -133,7 +134,8 @@ def excite(dropout: float) -> ModelSpec:
     and a crop of every side before a stride-2 valid conv, SiLU, two squeeze-and-excite gates (global pooling kept
     as (1, 1, C), and flat then reshaped; a sigmoid; the multiply broadcasting either way round, once of three
     inputs), dropout per example on a residual branch (0 in training), average pooling with padding, nearest and
-    bilinear upsampling, an adaptive average pool of uneven windows (shrinking one axis, growing the other)."""
+    bilinear upsampling (and their difference: PoolFormer's subtract), an adaptive average pool of uneven windows
+    (shrinking one axis, growing the other)."""
     net = Graph()
     net.add(Rescale(0.5, -0.1))
     net.add(Normalize())
@@ -158,7 +160,7 @@ def excite(dropout: float) -> ModelSpec:
     pooled = net.add(AvgPool2D(3, 2, padding=1))  # 6 -> 3, the padding's zeros counted
     nearest = net.add(Upsample2D(2), pooled)
     bilinear = net.add(Upsample2D(2, "bilinear"), pooled)
-    net.add(Concat(), nearest, bilinear)
+    net.add(Concat(), nearest, bilinear, net.add(Subtract(), bilinear, nearest))
     net.add(AdaptiveAvgPool2D((4, 9)))  # 6 -> 4 by overlapping windows, 6 -> 9 by windows of 1 and 2 pixels
     net.add(Conv2D(4, 3, 2))
     net.add(Flatten())

@@ -90,7 +90,8 @@ NEUTRAL_SAVES = {"conv2d": ("input",), "dense": ("input",), "batchnorm": ("input
                  "channel_slice": (), "channel_shuffle": (), "upsample2d": (), "reshape": (), "multiply": ("input",),
                  "layerscale": ("input",), "leaky_relu": ("output",), "elu": ("output",), "softplus": ("input",),
                  "mish": ("input",), "groupnorm": ("input",), "instancenorm": ("input",), "prelu": ("input",),
-                 "pad2d": (), "conv_transpose2d": ("input",), "resize2d": (), "space_to_depth": ()}
+                 "pad2d": (), "conv_transpose2d": ("input",), "resize2d": (), "space_to_depth": (),
+                 "subtract": ()}
 # In evaluation mode (tracked inference) batch norm normalizes by its running statistics and keeps its input only
 # (torch's native_batch_norm with training=False: its save_mean and save_invstd are empty); dropout is the identity.
 EVAL_SAVES = {"batchnorm": ("input",)}

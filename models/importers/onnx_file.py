@@ -402,7 +402,7 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
             self._dropout(node, self.dropouts[id(node)], label)
         elif op in ("Mul", "Div") and (passed := self._by_one(node)) is not None:
             self.tensors[node.output[0]] = self._value(node, passed)
-        elif op in ("Add", "Mul"):
+        elif op in ("Add", "Mul", "Sub"):
             self._join(node, label)
         elif op == "Greater":
             self._threshold(node)

@@ -34,9 +34,9 @@ class MergeNodes:
                   value.layout)
 
     def _join(self, node: onnx.NodeProto, label: str) -> None:
-        """Add or Mul of two tensors of one layout, as the spec's add or multiply; a Mul by a parameter, as the
-        spec's layerscale; an Add of a scalar zero (timm's `out += identity_out`, 0 where a block has no identity
-        branch) passes its tensor on."""
+        """Add, Mul or Sub of two tensors of one layout, as the spec's add, multiply or subtract (PoolFormer's
+        pool(x) - x); a Mul by a parameter, as the spec's layerscale; an Add of a scalar zero (timm's
+        `out += identity_out`, 0 where a block has no identity branch) passes its tensor on."""
         if node.op_type == "Mul" and any(name in self.constants for name in node.input):
             self._layer_scale(node, label)
             return
@@ -48,7 +48,7 @@ class MergeNodes:
         values = [self._value(node, 0), self._value(node, 1)]
         if len({value.layout for value in values}) != 1:
             raise _Refused("joins tensors of different layouts")
-        kind = "add" if node.op_type == "Add" else "multiply"
+        kind = {"Add": "add", "Mul": "multiply", "Sub": "subtract"}[node.op_type]
         self._set(node, self._emit(label, kind, [value.spec for value in values]), values[0].layout)
 
     def _concat(self, node: onnx.NodeProto, attributes: dict, label: str) -> None:

@@ -57,3 +57,16 @@ class Multiply(_Merge):
                             f"{', '.join(map(str, shapes))}")
         return tuple(max(sizes) for sizes in zip(*shapes, strict=True))
 
+
+
+@dataclass(frozen=True)
+class Subtract(_Merge):
+    """The first input less the second, of one shape: PoolFormer's token mixer, pool(x) - x."""
+
+    arity: ClassVar[tuple[int, int | None]] = (2, 2)
+    kind: ClassVar[str] = "subtract"
+
+    def output_shape(self, *shapes: Shape) -> Shape:
+        if len(set(shapes)) != 1:
+            raise SpecError(f"subtract needs inputs of one shape, got {', '.join(map(str, shapes))}")
+        return shapes[0]
