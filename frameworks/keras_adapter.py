@@ -298,6 +298,9 @@ class KerasAdapter(Adapter):
                                                     scale=layer.scale, center=layer.center, **dtype)]
         if isinstance(layer, AvgPool2D):
             return _average_pool(layer, step.input_shape, dtype)
+        if isinstance(layer, (GroupNorm, InstanceNorm)):  # an instance norm is a group norm of a channel a group
+            return [keras.layers.GroupNormalization(layer.groups_of(step.input_shape), -1, layer.epsilon,
+                                                    center=layer.affine, scale=layer.affine, **dtype)]
         if isinstance(layer, SpaceToDepth):  # (H / b, b, W / b, b, C) transposed: Keras's own layers
             height, width, channels = step.input_shape
             tiles = (height // layer.block, layer.block, width // layer.block, layer.block, channels)
@@ -337,12 +340,6 @@ class KerasAdapter(Adapter):
                                                           **dtype),
             Pad2D: lambda: _classes().EdgePadding(((layer.top, layer.bottom), (layer.left, layer.right)), layer.mode,
                                                   **dtype),
-            # Keras's instance norm is a group norm of a channel a group (its groups=-1)
-            GroupNorm: lambda: keras.layers.GroupNormalization(layer.groups_of(step.input_shape), -1, layer.epsilon,
-                                                               center=layer.affine, scale=layer.affine, **dtype),
-            InstanceNorm: lambda: keras.layers.GroupNormalization(layer.groups_of(step.input_shape), -1,
-                                                                  layer.epsilon, center=layer.affine,
-                                                                  scale=layer.affine, **dtype),
             # a slope per channel shared over height and width (Keras's shared_axes), or one over every axis
             PReLU: lambda: keras.layers.PReLU(keras.initializers.Constant(PReLU.start), shared_axes=list(
                 range(1, len(step.input_shape) + 1) if layer.shared else range(1, len(step.input_shape))), **dtype),

@@ -452,6 +452,7 @@ def test_a_net_that_amplifies_float32s_rounding_is_proved_within_it_and_one_wron
         assert found and float(found[1]) > 1e-4 * float(found[2]), line  # past the tolerance: a touchy net
         assert found[3] == "agrees within float32's rounding (below)", line
     assert lines[3].startswith("  torch float64     the rebuild's float32 answer is ") and "within 4x" in lines[3]
+    assert len(lines[3]) <= 200
     proof = load_onnx_proof(path)
     batch = _batch(proof.spec)
     layers = [layer if layer.kind != "relu" else LeakyReLU(0.5) for layer in proof.spec.layers]

@@ -12,7 +12,7 @@ from itertools import accumulate
 from models import techniques
 from models.estimate.rules import BOOL, EVAL_SAVES, EXPANDED_FILTER_COPIES, FLOAT32, INT64, Rules
 from models.estimate.tensors import Step, Tensors, steps, tensors_of, view_steps
-from models.spec import INPUT, Conv2D, GroupNorm, LayerShapes, ModelSpec
+from models.spec import INPUT, Conv2D, LayerShapes, ModelSpec
 
 
 def _over_steps(count: int, spans: Iterable[tuple[int, int, int]]) -> list[int]:
@@ -89,8 +89,8 @@ def _extra_bytes(what: str, op: Step, layer: LayerShapes, batch: int, value: int
     per-example dropout draws one value per example (its mask or noise)."""
     if what == "channels":
         return op.channels * FLOAT32
-    if what == "groups":  # an instance norm's groups are its channels
-        return batch * (layer.layer.groups if isinstance(layer.layer, GroupNorm) else op.channels) * FLOAT32
+    if what == "groups":
+        return batch * layer.layer.groups_of(layer.input_shape) * FLOAT32
     if what == "matrices":
         return sum(len(matrix) * len(matrix[0]) for matrix in layer.layer.interpolation_matrices(
             layer.input_shape)) * FLOAT32

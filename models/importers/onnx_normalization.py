@@ -82,7 +82,7 @@ class NormalizationNodes:
             taken = [norm, back, *([shape] if shape is not None and shape.op_type == "Shape" else [])]
             mul = self._sole_reader(back.output[0], "Mul")
             add = self._sole_reader(mul.output[0], "Add") if mul is not None else None
-            self.group_norms[id(node)] = (norm, back, mul, add if mul is not None else None)
+            self.group_norms[id(node)] = (norm, back, mul, add)
             self.folded.update(id(part) for part in (*taken, mul, add) if part is not None)
 
     def _group_norm(self, node: onnx.NodeProto, label: str) -> None:

@@ -304,9 +304,8 @@ def report(proofs: dict[str, Proof], refused: list[str]) -> str:
                   f" {_verdict(each)}" for each in proof.agreements]
         rounded = next((each.rounding for each in proof.agreements if each.rounding), None)
         if rounded:
-            lines.append(f"  {EXACT + ' float64':<17} the rebuild's float32 answer is {rounded.own:.2e} of its largest "
-                         f"value from its float64 one, {proof.source}'s {rounded.reference:.2e}: "
-                         f"{_rebuild_verdict(rounded)}")
+            lines.append(f"  {EXACT + ' float64':<17} the rebuild's float32 answer is {rounded.own:.2e} from its "
+                         f"float64 one, {proof.source}'s {rounded.reference:.2e}: {_rebuild_verdict(rounded)}")
         if proof.rounding is not None:
             lines.append(f"  {proof.source + ' float64':<17} its own float32 answer is {proof.rounding:.2e} of its "
                          f"largest value from its float64 one: {_rounding_verdict(proof.rounding)}")
@@ -333,10 +332,8 @@ def _rebuild_verdict(rounded: Rounding) -> str:
     """What the float64 rebuild says of a difference past the tolerance."""
     bound = ROUNDING_FACTOR * rounded.own
     if rounded.reference <= bound:
-        return (f"the file's answer is within {ROUNDING_FACTOR}x float32's own rounding of the exact rebuild, so a "
-                f"framework as close computes the file's net, and one further does not")
-    return (f"the file's answer is past {ROUNDING_FACTOR}x float32's own rounding of the exact rebuild: the rebuild "
-            f"is not the file's net")
+        return f"within {ROUNDING_FACTOR}x it: a framework as close computes the file's net"
+    return f"past {ROUNDING_FACTOR}x it: the rebuild is not the file's net"
 
 
 def _rounding_verdict(rounding: float) -> str:
