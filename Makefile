@@ -78,10 +78,12 @@ gpu-check: $(if $(FOOTPRINT_PYTHON),,$(TOX))
 
 # The public conv nets through the suite: results/zoo-<commit>/ (docs/models.md). Its own env exports torchvision's
 # and timm's nets: PyPI's torchvision for Linux is a CUDA build, so it joins the CPU torch without its dependencies,
-# and so does timm (which asks for torchvision).
+# and so do timm, segmentation-models-pytorch, MONAI and Ultralytics (which ask for torchvision, or a second torch),
+# with OpenCV's headless wheel, the one of Ultralytics's dependencies it imports that the env lacks.
 zoo: $(TOX)
 	$(call make_envs,$(SUITE_ENVS) zoo-torch zoo-keras)
-	.tox/zoo-torch/bin/python -m pip install -q --no-deps torchvision==0.29.1 timm==1.0.31
+	.tox/zoo-torch/bin/python -m pip install -q --no-deps torchvision==0.29.1 timm==1.0.31 \
+		segmentation-models-pytorch==0.6.0 monai==1.6.1 ultralytics==8.4.0 opencv-python-headless==5.0.0.93
 	.tox/zoo-keras/bin/python -m pip install -q --no-deps keras-hub==0.32.0
 	.tox/bench/bin/python -m suites zoo $(if $(NETS),--nets "$(NETS)") $(if $(SEED),--seed "$(SEED)")
 

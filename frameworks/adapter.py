@@ -46,15 +46,16 @@ class Adapter(ABC):
         return (self.scenario.batch, *self.spec.input_shape)
 
     @property
-    def target_shape(self) -> tuple[int, ...]:
-        """Class labels for cross-entropy, else a canonical tensor shaped like the output."""
-        if self.spec.loss == "cross_entropy":
-            return (self.scenario.batch,)
-        return (self.scenario.batch, *self.spec.output_shape)
+    def target_shapes(self) -> list[tuple[int, ...]]:
+        """Per output of the net: class labels for cross-entropy, else a canonical tensor shaped like the output."""
+        cross_entropy = self.spec.loss == "cross_entropy"
+        return [(self.scenario.batch,) if cross_entropy else (self.scenario.batch, *shape)
+                for shape in self.spec.output_shapes]
 
     @property
-    def classes(self) -> int:
-        return self.spec.output_shape[0]
+    def classes(self) -> list[int]:
+        """Per output, how many classes its labels draw from (a cross-entropy output is flat class scores)."""
+        return [shape[0] for shape in self.spec.output_shapes]
 
     def environment(self) -> dict[str, str]:
         """Variables the framework reads at import or device start; set before `import_framework`."""
@@ -165,8 +166,9 @@ class Adapter(ABC):
         groups, out) or (in, out), bias, batch norm's scale, offset, mean and variance."""
 
     @abstractmethod
-    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
-        """One forward pass on a canonical (channels-last) batch: the channels-last output and the spec's loss.
+    def evaluate(self, batch: np.ndarray, targets: list[np.ndarray], training: bool) -> tuple[list[np.ndarray], float]:
+        """One forward pass on a canonical (channels-last) batch, a target per output: the channels-last outputs and
+        the spec's loss (one per output, summed).
 
         In training mode batch norm uses the batch's statistics and updates its running ones, as a training
         step's forward pass does; otherwise the running statistics are used and nothing changes."""

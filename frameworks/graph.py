@@ -55,9 +55,9 @@ def execute(spec: ModelSpec, layers: range, values: dict[int, Value],
 
 def run_stages(spec: ModelSpec, stage_list: list[Stage], inputs: Value,
                call: Callable[[int, list[Value]], Value],
-               recompute: Callable[[Stage, list[Value]], list[Value]]) -> Value:
+               recompute: Callable[[Stage, list[Value]], list[Value]]) -> list[Value]:
     """The whole net: plain stages through `call`, recomputed ones through `recompute` (the framework's checkpoint
-    over the stage's inputs, returning its outputs)."""
+    over the stage's inputs, returning its outputs); the net's outputs, in the spec's order."""
     values: dict[int, Value] = {INPUT: inputs}
     for stage in stage_list:
         if stage.recomputed:
@@ -67,7 +67,7 @@ def run_stages(spec: ModelSpec, stage_list: list[Stage], inputs: Value,
             execute(spec, stage.layers, values, call)
         for source in stage.done_with:
             values.pop(source, None)
-    return values[len(spec.layers) - 1]
+    return [values[index] for index in spec.output_layers]
 
 
 def run_inside(spec: ModelSpec, stage: Stage, inputs: list[Value], call: Callable[[int, list[Value]], Value]) -> list:

@@ -11,7 +11,9 @@ as compile-time; XLA's static memory plan of each executable is in the record to
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable
 from importlib import metadata
 from typing import TYPE_CHECKING
@@ -119,9 +121,10 @@ class JaxAdapter(Adapter):
         return f"{self.device.platform}: {self.device.device_kind}"
 
     def apply(self, params: Params, state: Params, inputs: jax.Array, training: bool = False,
-              key: jax.Array | None = None) -> tuple[jax.Array, Params]:
-        """The net and the running statistics after it (they move in training only). The runs a technique recomputes
-        are each a jax.checkpoint; bnrelu is one jax.checkpoint over the net whose policy saves only conv outputs."""
+              key: jax.Array | None = None) -> tuple[list[jax.Array], Params]:
+        """The net's outputs and the running statistics after it (they move in training only). The runs a technique
+        recomputes are each a jax.checkpoint; bnrelu is one jax.checkpoint over the net whose policy saves only conv
+        outputs."""
         if self.scenario.technique == "bnrelu" and training:
             policy = jax.checkpoint_policies.save_only_these_names(CONV_OUTPUT)
             return jax.checkpoint(self._apply, policy=policy, static_argnums=(3,))(params, state, inputs, True, key)
@@ -140,7 +143,7 @@ class JaxAdapter(Adapter):
         return call
 
     def _apply(self, params: Params, state: Params, inputs: jax.Array, training: bool,
-               key: jax.Array | None) -> tuple[jax.Array, Params]:
+               key: jax.Array | None) -> tuple[list[jax.Array], Params]:
         collected: dict[int, dict] = {}
 
         def recompute(stage: graph.Stage, values: list[jax.Array]) -> list[jax.Array]:
@@ -158,20 +161,21 @@ class JaxAdapter(Adapter):
                                self._caller(params, state, training, key, collected), recompute)
         return out, [collected.get(index, layer) for index, layer in enumerate(state)]
 
-    def loss_of(self, params: Params, state: Params, inputs: jax.Array, targets: jax.Array, training: bool = True,
-                key: jax.Array | None = None) -> tuple[jax.Array, tuple[jax.Array, Params]]:
-        """The loss, with the output and the new running statistics beside it."""
+    def loss_of(self, params: Params, state: Params, inputs: jax.Array, targets: list[jax.Array],
+                training: bool = True, key: jax.Array | None = None) -> tuple[jax.Array, tuple[list, Params]]:
+        """The loss (one per output, summed), with the outputs and the new running statistics beside it."""
         half = {"fp16": jax.numpy.float16, "bf16": jax.numpy.bfloat16}.get(self.scenario.technique)
         if half:  # mixed precision: fp32 master weights, cast for the computation, the loss in fp32
             params, state, inputs = jax.tree.map(lambda array: array.astype(half), (params, state, inputs))
-        out, new_state = self.apply(params, state, inputs, training, key)
-        out = out.astype(jax.numpy.float32)
+        outputs, new_state = self.apply(params, state, inputs, training, key)
+        outputs = [out.astype(jax.numpy.float32) for out in outputs]
         new_state = jax.tree.map(lambda array: array.astype(jax.numpy.float32), new_state)
-        if self.spec.loss == "mse":
-            return jax.numpy.mean((out - targets) ** 2), (out, new_state)
-        return optax.softmax_cross_entropy_with_integer_labels(out, targets).mean(), (out, new_state)
+        losses = [jax.numpy.mean((out - target) ** 2) if self.spec.loss == "mse" else
+                  optax.softmax_cross_entropy_with_integer_labels(out, target).mean()
+                  for out, target in zip(outputs, targets, strict=True)]
+        return functools.reduce(operator.add, losses), (outputs, new_state)
 
-    def _scaled_loss(self, params: Params, state: Params, inputs: jax.Array, targets: jax.Array,
+    def _scaled_loss(self, params: Params, state: Params, inputs: jax.Array, targets: list[jax.Array],
                      key: jax.Array) -> tuple[jax.Array, Params]:
         """fp16 needs loss scaling so small gradients survive; the gradients are unscaled after."""
         loss, (_, new_state) = self.loss_of(params, state, inputs, targets, True, key)
@@ -188,6 +192,10 @@ class JaxAdapter(Adapter):
     def _split(self, array: jax.Array) -> list[jax.Array]:
         size = array.shape[0] // self._micro_batches
         return [array[i * size:(i + 1) * size] for i in range(self._micro_batches)]
+
+    def _split_targets(self) -> list[list[jax.Array]]:
+        """Per micro-batch, its part of each output's targets."""
+        return [list(parts) for parts in zip(*(self._split(target) for target in self.targets), strict=True)]
 
     def build(self) -> None:
         # a key per layer by fold_in, one compiled op: iterating a split key array compiles a slice per element,
@@ -212,11 +220,10 @@ class JaxAdapter(Adapter):
             self.state.append({name: (jax.numpy.ones if name == "variance" else jax.numpy.zeros)(shape)
                                for name, shape in step.statistics.items()})
         self.inputs = jax.random.normal(jax.random.fold_in(root, len(self.spec.layers)), self.input_shape)
-        if self.spec.loss == "cross_entropy":
-            self.targets = jax.random.randint(jax.random.fold_in(root, len(self.spec.layers) + 1), self.target_shape,
-                                              0, self.classes)
-        else:
-            self.targets = jax.random.normal(jax.random.fold_in(root, len(self.spec.layers) + 1), self.target_shape)
+        keys = [jax.random.fold_in(root, len(self.spec.layers) + 1 + output) for output in range(len(self.classes))]
+        self.targets = [jax.random.randint(key, shape, 0, classes) if self.spec.loss == "cross_entropy"
+                        else jax.random.normal(key, shape)
+                        for key, classes, shape in zip(keys, self.classes, self.target_shapes, strict=True)]
         self.key = jax.random.PRNGKey(1)  # dropout's; a raw uint32 key, so the compiled step serializes
         self.synchronize()
 
@@ -239,7 +246,7 @@ class JaxAdapter(Adapter):
 
     def _compile(self) -> dict[str, jax.stages.Compiled]:
         """Lowers and compiles the forward pass and, for training, the step (optimizer state made first)."""
-        def forward(params: Params, state: Params, inputs: jax.Array) -> jax.Array:
+        def forward(params: Params, state: Params, inputs: jax.Array) -> list[jax.Array]:
             return self.apply(params, state, inputs)[0]
 
         eager = self.scenario.execution_mode == "eager"
@@ -248,7 +255,7 @@ class JaxAdapter(Adapter):
         if self.scenario.kind == "train":
             optimizer = self._optimizer()
 
-            def step(params: Params, state: Params, opt_state: object, inputs: jax.Array, targets: jax.Array,
+            def step(params: Params, state: Params, opt_state: object, inputs: jax.Array, targets: list[jax.Array],
                      key: jax.Array) -> tuple:
                 (loss, state), grads = jax.value_and_grad(self._scaled_loss, has_aux=True)(params, state, inputs,
                                                                                            targets, key)
@@ -257,7 +264,7 @@ class JaxAdapter(Adapter):
                 return optax.apply_updates(params, updates), state, opt_state, loss / self._loss_scale
 
             executables["train_step"] = _op_by_op(step) if eager else jax.jit(step, donate_argnums=(0, 1, 2)).lower(
-                self.params, self.state, self.opt_state, self._split(self.inputs)[0], self._split(self.targets)[0],
+                self.params, self.state, self.opt_state, self._split(self.inputs)[0], self._split_targets()[0],
                 self.key).compile()
         return executables
 
@@ -274,7 +281,7 @@ class JaxAdapter(Adapter):
 
     def train_step(self) -> dict[str, float]:
         total = 0.0
-        for inputs, targets in zip(self._split(self.inputs), self._split(self.targets), strict=True):
+        for inputs, targets in zip(self._split(self.inputs), self._split_targets(), strict=True):
             self.key, key = jax.random.split(self.key)
             self.params, self.state, self.opt_state, loss = self.step(self.params, self.state, self.opt_state, inputs,
                                                                       targets, key)
@@ -285,10 +292,10 @@ class JaxAdapter(Adapter):
         if self.scenario.technique == "tracked":  # jax.vjp keeps the residuals a backward pass would need
             out, pullback = jax.vjp(jax.jit(lambda params, inputs: self.apply(params, self.state, inputs)[0]),
                                     self.params, self.inputs)
-            out.block_until_ready()
+            jax.block_until_ready(out)
             del pullback
             return
-        self.forward_compiled(self.params, self.state, self.inputs).block_until_ready()
+        jax.block_until_ready(self.forward_compiled(self.params, self.state, self.inputs))
 
     def allocate(self, nbytes: int) -> object:
         import numpy as np
@@ -354,16 +361,17 @@ class JaxAdapter(Adapter):
         self.state = [{name: jax.numpy.asarray(given[name]) for name in step.statistics}
                       for step, given in zip(walk, weights, strict=True)]
 
-    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
+    def evaluate(self, batch: np.ndarray, targets: list[np.ndarray], training: bool) -> tuple[list[np.ndarray], float]:
         import numpy as np
 
         # one compiled program: op by op, every layer's shapes would compile their own (EfficientNet: minutes)
         loss_of = jax.jit(self.loss_of, static_argnums=4)
-        loss, (out, state) = loss_of(self.params, self.state, jax.numpy.asarray(batch), jax.numpy.asarray(target),
-                                     training, jax.random.PRNGKey(2))
+        loss, (outputs, state) = loss_of(self.params, self.state, jax.numpy.asarray(batch),
+                                         [jax.numpy.asarray(target) for target in targets], training,
+                                         jax.random.PRNGKey(2))
         if training:
             self.state = state
-        return np.asarray(out), float(loss)
+        return [np.asarray(out) for out in outputs], float(loss)
 
     def statistics(self) -> list[dict[str, np.ndarray]]:
         """Batch norm's running statistics (normalize's are fixed: reported by no adapter)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import operator
 import os
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Protocol
@@ -264,12 +265,12 @@ class KerasAdapter(Adapter):
         """TensorFlow places by scope; Keras on torch and JAX places on the one device the process sees."""
         return tf.device(self.runtime.device_name) if self.backend == "tensorflow" else contextlib.nullcontext()
 
-    def _parts(self, step: LayerShapes, last: bool) -> list[keras.layers.Layer]:
+    def _parts(self, step: LayerShapes, output: bool) -> list[keras.layers.Layer]:
         """The Keras layers that compute one spec layer, applied in turn (a padding before a conv or a pool); the
         one holding the weights is the last."""
         layer = step.layer
-        # the mixed-precision guide's idiom: the output layer computes in fp32
-        dtype = {"dtype": "float32"} if last and self.scenario.technique in techniques.HALF_PRECISION else {}
+        # the mixed-precision guide's idiom: an output layer computes in fp32
+        dtype = {"dtype": "float32"} if output and self.scenario.technique in techniques.HALF_PRECISION else {}
         if isinstance(layer, Conv2D):
             # LeCun uniform on the canonical kernel's fan-in, which Keras's own LecunUniform computes from its
             # depthwise kernel (k, k, C, 1) as if it read every channel
@@ -365,7 +366,7 @@ class KerasAdapter(Adapter):
         if self.scenario.technique in techniques.RECOMPUTING:
             runs = {run.start: run for run in techniques.segments(self.spec, self.scenario.technique)}
         with self._placement():
-            self.parts = [self._parts(step, step.index == len(steps) - 1) for step in steps]
+            self.parts = [self._parts(step, step.index in self.spec.output_layers) for step in steps]
             self.layers = [parts[-1] for parts in self.parts]  # each spec layer's weights
             inputs = keras.Input(self.spec.input_shape)
             values, index = {INPUT: inputs}, 0
@@ -384,14 +385,27 @@ class KerasAdapter(Adapter):
                 results = recomputed([values[source] for source in sources])
                 values.update(zip(outputs, results if isinstance(results, (list, tuple)) else [results], strict=True))
                 index = run.stop
-            self.model = keras.Model(inputs, values[len(steps) - 1])
+            outputs = [values[index] for index in self.spec.output_layers]
+            self.model = keras.Model(inputs, outputs[0] if len(outputs) == 1 else outputs)
             self.inputs = keras.random.normal(self.input_shape, seed=0)
-            if self.spec.loss == "cross_entropy":
-                self.targets = keras.random.randint(self.target_shape, 0, self.classes, seed=1, dtype="int32")
-            else:
-                self.targets = keras.random.normal(self.target_shape, seed=1)
+            self.targets = [keras.random.randint(shape, 0, classes, seed=1 + output, dtype="int32")
+                            if self.spec.loss == "cross_entropy" else keras.random.normal(shape, seed=1 + output)
+                            for output, (classes, shape) in enumerate(zip(self.classes, self.target_shapes,
+                                                                          strict=True))]
         self.loss_fn = (keras.losses.MeanSquaredError() if self.spec.loss == "mse"
                         else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    def _loss(self, targets: list, output: object) -> object:
+        """The spec's loss of each output against its target, summed (equally weighted), as Keras's compile sums
+        one loss per output."""
+        outputs = output if isinstance(output, (list, tuple)) else [output]
+        return functools.reduce(operator.add, (self.loss_fn(target, out)
+                                               for target, out in zip(targets, outputs, strict=True)))
+
+    def _targets(self, start: int, size: int) -> object:
+        """The targets of examples start..start + size, as train_on_batch takes them: one array per output."""
+        parts = [target[start:start + size] for target in self.targets]
+        return parts[0] if len(parts) == 1 else parts
 
     def param_count(self) -> int:
         return sum(math.prod(variable.shape) for variable in self.model.trainable_weights)
@@ -430,15 +444,15 @@ class KerasAdapter(Adapter):
         def step() -> float:
             with self._placement():
                 for start in range(0, self.input_shape[0], size):
-                    losses.append(float(self.model.train_on_batch(self.inputs[start:start + size],
-                                                                  self.targets[start:start + size])))
+                    losses.append(_total(self.model.train_on_batch(self.inputs[start:start + size],
+                                                                   self._targets(start, size))))
             return sum(losses) / len(losses)
 
         if self.backend != "torch":
             return {"loss": step()}
         if self.model.jit_compile:  # Keras wraps its step in torch.compile: count its graphs, as for raw torch
             return {"loss": step(), **dynamo_graphs()}
-        owned = [variable.value for variable in self.model.variables] + [self.inputs, self.targets]
+        owned = [variable.value for variable in self.model.variables] + [self.inputs, *self.targets]
         loss, saved = saved_activation_bytes(owned, step)
         return {"loss": loss, "saved_activation_bytes": saved}
 
@@ -468,7 +482,7 @@ class KerasAdapter(Adapter):
         if self.backend == "jax" and hasattr(self, "model"):
             import jax
 
-            jax.block_until_ready([variable.value for variable in self.model.variables] + [self.inputs, self.targets])
+            jax.block_until_ready([variable.value for variable in self.model.variables] + [self.inputs, *self.targets])
         self.runtime.synchronize()
 
     def reset_peaks(self) -> None:
@@ -485,7 +499,7 @@ class KerasAdapter(Adapter):
             "weights": _nbytes(self.model.weights),
             "gradients": self._gradient_bytes(),
             "optimizer_state": _nbytes(optimizer.variables) if optimizer is not None else 0,
-            "inputs": _nbytes([self.inputs, self.targets]),
+            "inputs": _nbytes([self.inputs, *self.targets]),
         }
 
     def _gradient_bytes(self) -> int | None:
@@ -514,25 +528,26 @@ class KerasAdapter(Adapter):
                 if isinstance(step.layer, Normalize):  # its call reads constants made from the weights at build
                     layer.finalize_state()
 
-    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
+    def evaluate(self, batch: np.ndarray, targets: list[np.ndarray], training: bool) -> tuple[list[np.ndarray], float]:
         """One call of the model: in training its batch norms assign their moving statistics once. Eagerly, but on
         JAX, where op by op every layer's shapes would compile their own program: there one compiled stateless call,
         its new statistics assigned after."""
         with self._placement():
-            inputs, targets = keras.ops.convert_to_tensor(batch), keras.ops.convert_to_tensor(target)
+            inputs, given = keras.ops.convert_to_tensor(batch), [keras.ops.convert_to_tensor(t) for t in targets]
             if self.backend == "jax":
-                output, loss = self._compiled_call(inputs, targets, training)
+                output, loss = self._compiled_call(inputs, given, training)
             else:
                 output = self.model(inputs, training=training)
-                loss = self.loss_fn(targets, output)
-        return keras.ops.convert_to_numpy(output), float(keras.ops.convert_to_numpy(loss))
+                loss = self._loss(given, output)
+        outputs = output if isinstance(output, (list, tuple)) else [output]
+        return [keras.ops.convert_to_numpy(out) for out in outputs], float(keras.ops.convert_to_numpy(loss))
 
-    def _compiled_call(self, inputs: object, targets: object, training: bool) -> tuple[object, object]:
+    def _compiled_call(self, inputs: object, targets: list, training: bool) -> tuple[object, object]:
         import jax
 
-        def call(trainable: list, non_trainable: list, inputs: object, targets: object) -> tuple:
+        def call(trainable: list, non_trainable: list, inputs: object, targets: list) -> tuple:
             output, non_trainable = self.model.stateless_call(trainable, non_trainable, inputs, training=training)
-            return output, self.loss_fn(targets, output), non_trainable
+            return output, self._loss(targets, output), non_trainable
 
         output, loss, non_trainable = jax.jit(call)([variable.value for variable in self.model.trainable_variables],
                                                     [variable.value for variable in
@@ -806,6 +821,11 @@ def _recomputed() -> type:
             return self.specs[0] if len(self.specs) == 1 else list(self.specs)
 
     return Recomputed
+
+
+def _total(result: float | list[float]) -> float:
+    """train_on_batch's loss: a net of several outputs gets the total first, then each output's own."""
+    return float(result[0] if isinstance(result, list) else result)
 
 
 @functools.cache

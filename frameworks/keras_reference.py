@@ -11,16 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from models.protocol import numbered
+
 if TYPE_CHECKING:
     import keras
     import numpy as np
 
 
 def keras_reference(model_file: str, arrays_path: str, out_path: str, scores: bool) -> None:
-    """Writes `trainable` and `non_trainable` (Keras's counts), and for a `.keras` file `output` on the arrays'
-    `inputs` in inference, `output64` (the same net and weights computed in float64: how far float32 rounding
-    alone moves Keras's own answer) and `weights:<layer>:<i>` (`layer_weights`). `scores`: the output layer's
-    softmax left out, as the spec's cross_entropy takes it in."""
+    """Writes `trainable` and `non_trainable` (Keras's counts), and for a `.keras` file `output<i>` (each output)
+    on the arrays' `inputs` in inference, `float64_output<i>` (the same net and weights computed in float64: how far
+    float32 rounding alone moves Keras's own answer) and `weights:<layer>:<i>` (`layer_weights`). `scores`: each
+    output layer's softmax left out, as the spec's cross_entropy takes it in."""
     import keras
     import numpy as np
 
@@ -37,13 +39,30 @@ def keras_reference(model_file: str, arrays_path: str, out_path: str, scores: bo
     inputs = np.load(arrays_path)["inputs"]
     wide = in_float64(model)
     for net in (model, wide) if scores else ():
-        last = net.layers[-1]
-        while isinstance(last, keras.Model):  # a nested model's last layer is the output layer
-            last = last.layers[-1]
-        last.activation = keras.activations.linear
-    output = keras.ops.convert_to_numpy(model(inputs, training=False))
-    output64 = keras.ops.convert_to_numpy(wide(inputs.astype(np.float64), training=False))
-    np.savez(out_path, output=output, output64=output64, **counts, **layer_weights(model))
+        for layer in _output_layers(net):
+            layer.activation = keras.activations.linear
+    outputs = _listed(model(inputs, training=False))
+    wide_outputs = _listed(wide(inputs.astype(np.float64), training=False))
+    np.savez(out_path, **numbered("output", outputs), **numbered("float64_output", wide_outputs), **counts,
+             **layer_weights(model))
+
+
+def _output_layers(model: keras.Model) -> list[keras.layers.Layer]:
+    """The layers that compute the model's outputs (a nested model's own, for a model that ends in one)."""
+    import keras
+
+    found = []
+    for tensor in model.outputs:
+        layer = tensor._keras_history.operation  # Keras's own record of what made a functional model's tensor
+        found += _output_layers(layer) if isinstance(layer, keras.Model) else [layer]
+    return found
+
+
+def _listed(output: object) -> list[np.ndarray]:
+    """A model's output, or each of its outputs, as numpy arrays."""
+    import keras
+
+    return [keras.ops.convert_to_numpy(each) for each in (output if isinstance(output, (list, tuple)) else [output])]
 
 
 def in_float64(model: keras.Model) -> keras.Model:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
+import operator
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from frameworks import graph
@@ -97,8 +100,10 @@ def _graph_net(spec: ModelSpec, modules: list[torch.nn.Module], technique: str) 
 
             return list(torch.utils.checkpoint.checkpoint(body, *inputs, use_reentrant=False))
 
-        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-            return graph.run_stages(spec, self.stages, inputs, self.call, self.recompute)
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+            """The output, or a tuple of them where the spec has several (as torchvision's GoogLeNet trains)."""
+            outputs = graph.run_stages(spec, self.stages, inputs, self.call, self.recompute)
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     return GraphNet()
 
@@ -470,11 +475,16 @@ class TorchAdapter(Adapter):
                 if module.bias is not None:
                     module.bias.zero_()
         self.inputs = torch.randn(_channels_first(self.input_shape), device=self.device)
-        if self.spec.loss == "cross_entropy":
-            self.targets = torch.randint(self.classes, self.target_shape, device=self.device)
-        else:
-            self.targets = torch.randn(_channels_first(self.target_shape), device=self.device)
+        self.targets = tuple(torch.randint(classes, shape, device=self.device) if self.spec.loss == "cross_entropy"
+                             else torch.randn(_channels_first(shape), device=self.device)
+                             for classes, shape in zip(self.classes, self.target_shapes, strict=True))
         self.loss_fn = torch.nn.functional.mse_loss if self.spec.loss == "mse" else torch.nn.functional.cross_entropy
+
+    def _loss(self, output: torch.Tensor | tuple[torch.Tensor, ...], targets: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The spec's loss of each output against its target, summed (equally weighted)."""
+        outputs = output if isinstance(output, tuple) else (output,)
+        return functools.reduce(operator.add, (self.loss_fn(out, target)
+                                               for out, target in zip(outputs, targets, strict=True)))
 
     def param_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
@@ -529,9 +539,10 @@ class TorchAdapter(Adapter):
         self.optimizer.zero_grad(set_to_none=True)
         micro = techniques.ACCUMULATION_STEPS if self.scenario.technique == "accumulate" else 1
         total = torch.zeros((), device=self.device)
-        for inputs, targets in zip(self.inputs.chunk(micro), self.targets.chunk(micro), strict=True):
+        chunks = zip(*(target.chunk(micro) for target in self.targets), strict=True)
+        for inputs, targets in zip(self.inputs.chunk(micro), chunks, strict=True):
             with self._precision():
-                loss = self.loss_fn(self.model(inputs), targets) / micro
+                loss = self._loss(self.model(inputs), targets) / micro
             (self.scaler.scale(loss) if self.scaler else loss).backward()
             total += loss.detach()
         if self.scaler:
@@ -551,7 +562,7 @@ class TorchAdapter(Adapter):
             notes = {"loss": self._step().item(), **dynamo_graphs()}
         else:
             loss, saved = saved_activation_bytes(
-                [*self.model.parameters(), *self.model.buffers(), self.inputs, self.targets], self._step)
+                [*self.model.parameters(), *self.model.buffers(), self.inputs, *self.targets], self._step)
             notes = {"loss": loss.item(), "saved_activation_bytes": saved}
         skipped = self.scaler is not None and self.scaler.get_scale() < scale  # it backs off where step() skipped
         return notes | ({"update_skipped": "GradScaler found inf or NaN gradients: no update, so no optimizer state"}
@@ -597,7 +608,7 @@ class TorchAdapter(Adapter):
             "gradients": sum(_nbytes(p.grad) for p in params if p.grad is not None),
             "optimizer_state": sum(_nbytes(value) for per_param in (state.state.values() if state else ())
                                    for value in per_param.values() if isinstance(value, torch.Tensor)),
-            "inputs": _nbytes(self.inputs) + _nbytes(self.targets),
+            "inputs": _nbytes(self.inputs) + sum(_nbytes(target) for target in self.targets),
         }
 
     def framework_estimate(self) -> dict[str, object]:
@@ -671,12 +682,14 @@ class TorchAdapter(Adapter):
         tensor = torch.from_numpy(array).to(self.device)
         return tensor.permute(0, 3, 1, 2) if tensor.dim() == 4 else tensor
 
-    def evaluate(self, batch: np.ndarray, target: np.ndarray, training: bool) -> tuple[np.ndarray, float]:
+    def evaluate(self, batch: np.ndarray, targets: list[np.ndarray], training: bool) -> tuple[list[np.ndarray], float]:
         with torch.no_grad():
-            out = self.model.train(training)(self._to_torch(batch))
-            targets = self._to_torch(target)
-            loss = self.loss_fn(out, targets.long() if self.spec.loss == "cross_entropy" else targets).item()
-        return (out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy(), loss
+            output = self.model.train(training)(self._to_torch(batch))
+            given = [self._to_torch(target) for target in targets]
+            loss = self._loss(output, [target.long() if self.spec.loss == "cross_entropy" else target
+                                       for target in given]).item()
+        outputs = output if isinstance(output, tuple) else (output,)
+        return [(out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy() for out in outputs], loss
 
     def statistics(self) -> list[dict[str, np.ndarray]]:
         """Batch norm's running statistics in canonical order (after a flatten, torch's features are (c, h, w))."""

@@ -53,6 +53,8 @@ from models.protocol import (
     MARK_VARIABLE,
     SETTLE_MAX_S,
     end_with_parent,
+    in_order,
+    numbered,
     programs_key,
     write_scenario,
 )
@@ -579,8 +581,9 @@ def count_params(framework: str, models: list[str]) -> dict[str, dict[str, int]]
 
 
 def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool) -> None:
-    """Parity: loads canonical weights and a batch (arrays `layer<i>_<name>`), writes the output, the loss and
-    the running statistics after the pass (`statistics<i>_<name>`). An array `training`, where there is one, is the
+    """Parity: loads canonical weights, a batch and a target per output (arrays `layer<i>_<name>`, `inputs`,
+    `targets<i>`), writes each output (`output<i>`), the loss and the running statistics after the pass
+    (`statistics<i>_<name>`). An array `training`, where there is one, is the
     net's own mode, over the job's: one worker runs inference and training nets alike. An array `float64` true
     (torch only) computes the net in float64: how far float32's rounding moves it."""
     import numpy as np
@@ -600,10 +603,10 @@ def forward(scenario: Scenario, arrays_path: str, out_path: str, training: bool)
     if wide:
         adapter.model.double()
     inputs = arrays["inputs"].astype(np.float64) if wide else arrays["inputs"]
-    output, loss = adapter.evaluate(inputs, arrays["targets"], training)
+    outputs, loss = adapter.evaluate(inputs, in_order("targets", arrays), training)
     statistics = {f"statistics{index}_{name}": value for index, layer in enumerate(adapter.statistics())
                   for name, value in layer.items()}
-    np.savez(out_path, output=output, loss=np.float64(loss), **statistics)
+    np.savez(out_path, **numbered("output", outputs), loss=np.float64(loss), **statistics)
 
 
 def train_steps(scenario: Scenario) -> list[dict]:

@@ -58,9 +58,12 @@ class Graph:
         last = self.add(BatchNorm())
         return self.add(activation()) if activation else last
 
-    def spec(self, name: str, input_shape: tuple[int, ...], loss: str, description: str, batch: int) -> ModelSpec:
+    def spec(self, name: str, input_shape: tuple[int, ...], loss: str, description: str, batch: int,
+             outputs: tuple[int, ...] | None = None) -> ModelSpec:
+        """The spec; `outputs`: the layers it returns where it returns several (the last layer alone otherwise)."""
         return ModelSpec(name, input_shape, tuple(self.layers), loss, default_batch=batch, description=description,
-                         inputs=tuple(self.inputs), names=tuple(self.names), blocks=tuple(self.blocks))
+                         inputs=tuple(self.inputs), names=tuple(self.names), blocks=tuple(self.blocks),
+                         outputs=outputs)
 
 
 def keras200m() -> ModelSpec:

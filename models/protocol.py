@@ -6,7 +6,11 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+Value = TypeVar("Value")
 
 # The worker writes each line of its compile helper's output after this prefix: the orchestrator reads an
 # out-of-memory line live, and names the compile phase for a helper's line whatever phase the worker has reached.
@@ -65,3 +69,17 @@ def end_with_parent(sent: int) -> bool:
 # helper. RELEASE read there lets it go on; the end of the file (its orchestrator gone, or its run stopped) ends it.
 GATE_VARIABLE = "FOOTPRINT_GATE_FD"
 RELEASE = b"g"
+
+
+def numbered(name: str, values: Sequence[Value]) -> dict[str, Value]:
+    """Arrays a job saves one per output of the net, `output0`, `output1`... (`targets0`...): a net may return
+    several (an FPN's levels), each with its own target."""
+    return {f"{name}{index}": value for index, value in enumerate(values)}
+
+
+def in_order(name: str, saved: Mapping[str, Value]) -> list[Value]:
+    """The arrays `numbered` saved under `name`, in the net's order of outputs."""
+    found: list[Value] = []
+    while f"{name}{len(found)}" in saved:
+        found.append(saved[f"{name}{len(found)}"])
+    return found

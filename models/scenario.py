@@ -112,7 +112,7 @@ class Scenario:
         return {"schema_version": SCHEMA_VERSION, "status": RUNNING, "failure": None, "scenario": self.to_dict(),
                 "model": {"name": self.model, "param_count": spec.param_count,
                           "statistics_count": spec.statistics_count, "weight_bytes": spec.weight_bytes(),
-                          "input_shape": list(spec.input_shape), "output_shape": list(spec.output_shape)},
+                          "input_shape": list(spec.input_shape), **_outputs(spec)},
                 "framework": {"name": self.framework}, "allocator": self.allocator_settings, "phases": [],
                 "current_phase": None}
 
@@ -173,3 +173,12 @@ def _copied(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return type(value)(_copied(item) for item in value)
     return value
+
+
+def _outputs(spec: ModelSpec) -> dict[str, object]:
+    """The loss every framework trains with, and `output_shape` of a net of one output, as records have always had
+    it; `output_shapes` of a net of several, whose loss is one per output, equally weighted and summed."""
+    shapes = [list(shape) for shape in spec.output_shapes]
+    if len(shapes) == 1:
+        return {"loss": spec.loss, "output_shape": shapes[0]}
+    return {"loss": f"{spec.loss} per output, equally weighted, summed", "output_shapes": shapes}

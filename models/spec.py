@@ -147,8 +147,9 @@ class LayerShapes:
 @dataclass(frozen=True)
 class ModelSpec:
     """`inputs[i]` are the indices layer i reads (INPUT for the model's input), in topological order; None is a
-    chain. The last layer is the output; `names` and `blocks` (a label a block-wise technique cuts at) are
-    optional."""
+    chain. `outputs` are the layers the net returns (None: the last layer alone): an FPN's levels, a detection
+    head's scales, deep supervision's and auxiliary heads' outputs; training sums one `loss` per output, equally
+    weighted. `names` and `blocks` (a label a block-wise technique cuts at) are optional."""
 
     name: str
     input_shape: Shape
@@ -159,6 +160,7 @@ class ModelSpec:
     inputs: tuple[tuple[int, ...], ...] | None = None
     names: tuple[str, ...] | None = None
     blocks: tuple[str, ...] | None = None
+    outputs: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -177,10 +179,14 @@ class ModelSpec:
                 raise SpecError(f"spec {what} must name one entry per layer")
         if self.names is not None and len(set(self.names)) != len(self.names):
             raise SpecError("layer names must be unique")
+        if self.outputs is not None and (not self.outputs or len(set(self.outputs)) != len(self.outputs) or
+                                         not all(0 <= index < len(self.layers) for index in self.outputs)):
+            raise SpecError(f"spec outputs must name distinct layers, at least one, got {self.outputs}")
         self._check_graph()
-        out = self.output_shape
-        if self.loss == "cross_entropy" and len(out) != 1:
-            raise SpecError(f"cross_entropy needs a flat output of class scores, got shape {out}")
+        for index, out in zip(self.output_layers, self.output_shapes, strict=True):
+            if self.loss == "cross_entropy" and len(out) != 1:
+                raise SpecError(f"cross_entropy needs a flat output of class scores, got shape {out} at "
+                                f"{self.layer_name(index)!r}")
 
     def layer_name(self, index: int) -> str:
         return self.names[index] if self.names else f"layer{index}"
@@ -189,7 +195,7 @@ class ModelSpec:
         return self.inputs[index] if self.inputs is not None else (index - 1 if index else INPUT,)
 
     def _check_graph(self) -> None:
-        """Inputs come before their reader and each layer's count fits its type; every layer feeds the output."""
+        """Inputs come before their reader and each layer's count fits its type; every layer feeds an output."""
         for index, layer in enumerate(self.layers):
             sources = self.layer_inputs(index)
             least, most = layer.arity
@@ -201,7 +207,7 @@ class ModelSpec:
                 wanted = "one input" if most == 1 else f"at least {least} inputs"
                 raise SpecError(f"{where} takes {wanted}, got {len(sources)}")
             raise SpecError(f"{where} reads a layer that does not come before it")
-        needed, pending = {len(self.layers) - 1}, [len(self.layers) - 1]
+        needed, pending = set(self.output_layers), list(self.output_layers)
         while pending:
             for source in self.layer_inputs(pending.pop()):
                 if source != INPUT and source not in needed:
@@ -209,8 +215,8 @@ class ModelSpec:
                     pending.append(source)
         unused = [self.layer_name(index) for index in range(len(self.layers)) if index not in needed]
         if unused:
-            raise SpecError(f"layer {unused[0]!r} feeds no output (the output is the last layer, "
-                            f"{self.layer_name(len(self.layers) - 1)!r})")
+            ends = ", ".join(repr(self.layer_name(index)) for index in self.output_layers)
+            raise SpecError(f"layer {unused[0]!r} feeds no output (the outputs: {ends})")
 
     def walk(self) -> list[LayerShapes]:
         """Every layer with its input, output and parameter shapes (raises SpecError naming the layer on a mismatch).
@@ -235,8 +241,10 @@ class ModelSpec:
         return tuple(result)
 
     def consumers(self) -> dict[int, list[int]]:
-        """The layers that read each layer's output (and INPUT's), in order. Worked out once per spec, as `walk`: the
-        graph runner and the techniques ask for it per layer. Shared: read it, never change it."""
+        """The layers that read each layer's output (and INPUT's), in order, and for each of the net's outputs the
+        loss last, as a reader at `len(layers)`: an output lives to the end and is never overwritten in place, even
+        where later layers read it too (an FPN's level). Worked out once per spec, as `walk`: the graph runner and
+        the techniques ask for it per layer. Shared: read it, never change it."""
         return self._readers
 
     @cached_property
@@ -245,6 +253,8 @@ class ModelSpec:
         for index in range(len(self.layers)):
             for source in self.layer_inputs(index):
                 readers[source].append(index)
+        for index in self.output_layers:
+            readers[index].append(len(self.layers))
         return readers
 
     @property
@@ -252,8 +262,13 @@ class ModelSpec:
         return self.inputs is None
 
     @property
-    def output_shape(self) -> Shape:
-        return self._shapes[-1].output_shape
+    def output_layers(self) -> tuple[int, ...]:
+        """The layers the net returns, in the order it returns them (and the losses and targets go)."""
+        return self.outputs if self.outputs is not None else (len(self.layers) - 1,)
+
+    @property
+    def output_shapes(self) -> tuple[Shape, ...]:
+        return tuple(self._shapes[index].output_shape for index in self.output_layers)
 
     @cached_property
     def distinct_layers(self) -> int:
@@ -304,13 +319,13 @@ class ModelSpec:
             "default_batch": self.default_batch,
             "description": self.description,
             "layers": layers,
-        }
+        } | ({"outputs": [self.layer_name(index) for index in self.outputs]} if self.outputs is not None else {})
 
     @classmethod
     def from_dict(cls, data: object) -> ModelSpec:
         if not isinstance(data, dict):
             raise SpecError("a spec must be a JSON object")
-        allowed = {"name", "input_shape", "loss", "layers", "default_batch", "description"}
+        allowed = {"name", "input_shape", "loss", "layers", "default_batch", "description", "outputs"}
         _reject_unknown(data, allowed, "spec")
         missing = sorted({"name", "input_shape", "loss", "layers"} - data.keys())
         if missing:
@@ -335,7 +350,20 @@ class ModelSpec:
                          for index in range(len(entries))) if graph else None,
             names=names if any("name" in entry for entry in entries) else None,
             blocks=blocks if any(blocks) else None,
+            outputs=_outputs(data.get("outputs"), index_of),
         )
+
+
+def _outputs(written: object, index_of: dict[str, int]) -> tuple[int, ...] | None:
+    """The layers the spec's `outputs` names (None where it names none: the last layer is the output)."""
+    if written is None:
+        return None
+    if not isinstance(written, list) or not written or not all(isinstance(name, str) for name in written):
+        raise SpecError(f"spec outputs must be a non-empty list of layer names, got {written!r}")
+    unknown = [name for name in written if index_of.get(name, INPUT) == INPUT]
+    if unknown:
+        raise SpecError(f"spec outputs: unknown layer {unknown[0]!r}")
+    return tuple(index_of[name] for name in written)
 
 
 def _input_names(entries: list[dict], index: int) -> list[str]:

@@ -112,11 +112,10 @@ def segments(spec: ModelSpec, technique: str = "checkpoint") -> list[range]:
 
 def boundary(spec: ModelSpec, run: range) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """What a recomputed run reads from outside (layer indices, -1 for the model's input) and what of it is read
-    after it (the last layer counts as read: it is the output)."""
+    after it (the net's outputs count as read: the loss reads them)."""
     sources = tuple(dict.fromkeys(source for index in run for source in spec.layer_inputs(index) if source not in run))
     readers = spec.consumers()
-    outputs = tuple(index for index in run if index == len(spec.layers) - 1
-                    or any(reader not in run for reader in readers[index]))
+    outputs = tuple(index for index in run if any(reader not in run for reader in readers[index]))
     return sources, outputs
 
 

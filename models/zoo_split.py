@@ -17,18 +17,20 @@ HALVES = (HELD_OUT, TUNED)
 
 # family -> its half and its members, by the zoo's names (Keras's class names, torchvision's functions)
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "plain stack": (TUNED, ("VGG16", "VGG19", "vgg11", "vgg11_bn", "alexnet")),
+    "plain stack": (TUNED, ("VGG16", "VGG19", "vgg11", "vgg11_bn", "alexnet", "hub_VGG16")),
     "resnet": (TUNED, ("ResNet50", "ResNet101", "ResNet152", "ResNet50V2", "ResNet101V2", "ResNet152V2", "resnet18",
+                       "hub_ResNet18", "hub_ResNet50",
                        "resnet50", "resnext50_32x4d", "wide_resnet50_2", "resnet10t", "resnet14t", "resnet26d",
                        "resnet34d", "resnetv2_50", "resnet33ts")),
     "mobilenet": (TUNED, ("MobileNet", "MobileNetV2", "MobileNetV3Small", "MobileNetV3Large", "mobilenet_v2",
                           "mobilenet_v3_small", "mobilenet_v3_large", "mobilenetv2_050", "mobilenetv3_large_100",
-                          "mobilenetv3_small_050", "mobilenetv4_conv_small")),
-    "densenet": (TUNED, ("DenseNet121", "DenseNet169", "DenseNet201", "densenet121")),
+                          "mobilenetv3_small_050", "mobilenetv4_conv_small", "mobilenetv1_100")),
+    "densenet": (TUNED, ("DenseNet121", "DenseNet169", "DenseNet201", "densenet121", "monai_DenseNet121",
+                         "hub_DenseNet121")),
     "efficientnet": (HELD_OUT, (*(f"EfficientNetB{index}" for index in range(8)), "efficientnet_b0",
                                 "efficientnet_lite0", "efficientnet_es", "tf_efficientnet_b0", "tinynet_a")),
     "efficientnetv2": (HELD_OUT, (*(f"EfficientNetV2{size}" for size in ("B0", "B1", "B2", "B3", "S", "M", "L")),
-                                  "efficientnet_v2_s")),
+                                  "efficientnet_v2_s", "efficientnetv2_rw_t")),
     "inception": (HELD_OUT, ("InceptionV3", "InceptionResNetV2", "inception_v3", "googlenet")),
     "xception": (HELD_OUT, ("Xception", "xception41")),
     "nasnet": (HELD_OUT, ("NASNetMobile", "NASNetLarge")),
@@ -48,7 +50,7 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "darknet": (HELD_OUT, ("darknet53",)),
     "dla": (HELD_OUT, ("dla34", "dla46_c", "dla46x_c")),
     "dpn": (HELD_OUT, ("dpn68",)),
-    "ghostnet": (HELD_OUT, ("ghostnet_100", "ghostnetv2_100", "repghostnet_050")),
+    "ghostnet": (HELD_OUT, ("ghostnet_100", "ghostnetv2_100", "repghostnet_050", "ghostnetv3_050")),
     "hrnet": (HELD_OUT, ("hrnet_w18_small",)),
     "rexnet": (HELD_OUT, ("rexnet_100",)),
     "selecsls": (HELD_OUT, ("selecsls42b",)),
@@ -68,6 +70,24 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "fastvit": (HELD_OUT, ("fastvit_t8",)),
     "nfnet": (HELD_OUT, ("nf_resnet26", "nf_regnet_b0")),
     "segmentation": (HELD_OUT, ("fcn_resnet50", "deeplabv3_mobilenet_v3_large", "lraspp_mobilenet_v3_large")),
+    # added with dense prediction and the model libraries (issue 71), held out as every family new to the zoo; a
+    # library's classifier of a tuned family (MONAI's DenseNet-121, timm's MobileNetV1) stays in its family
+    "dense prediction": (HELD_OUT, (*(f"smp_{arch}" for arch in ("Unet", "UnetPlusPlus", "FPN", "Linknet",
+                                                                 "DeepLabV3Plus", "PSPNet", "PAN", "MAnet")),
+                                    "monai_UNet", "monai_BasicUNet", "monai_SegResNet", "monai_AttentionUnet")),
+    "detection": (HELD_OUT, ("fpn_resnet18", "fpn_mobilenet_v3_large", "yolov8n", "yolov8n-seg")),
+    "yolo classifier": (HELD_OUT, ("yolov8n-cls",)),
+    "metaformer": (HELD_OUT, ("poolformer_s12", "convformer_s18")),
+    "group-norm resnet": (HELD_OUT, ("resnet50_gn",)),
+    "bit": (HELD_OUT, ("resnetv2_50x1_bit",)),
+    "rdnet": (HELD_OUT, ("rdnet_tiny",)),
+    "convmixer": (HELD_OUT, ("convmixer_768_32",)),
+    "mambaout": (HELD_OUT, ("mambaout_femto",)),
+    "pnasnet": (HELD_OUT, ("pnasnet5large",)),
+    "repvit": (HELD_OUT, ("repvit_m0_9",)),
+    "tresnet": (HELD_OUT, ("tresnet_m",)),
+    "focalnet": (HELD_OUT, ("focalnet_tiny_srf",)),
+    "mix transformer": (HELD_OUT, ("hub_MiT_B0",)),
 }
 _HALF_OF = {name: half for half, members in FAMILIES.values() for name in members}
 

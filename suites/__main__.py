@@ -164,7 +164,8 @@ def _models(args: argparse.Namespace) -> int:
     print(f"{'model':<{width}} {'trainable':>13} {'statistics':>11} {'fp32 weights':>14}  layers  input -> output  "
           f"loss")
     for spec in specs:
-        shapes = f"{'x'.join(map(str, spec.input_shape))} -> {'x'.join(map(str, spec.output_shape))}"
+        ends = ", ".join("x".join(map(str, shape)) for shape in spec.output_shapes)
+        shapes = f"{'x'.join(map(str, spec.input_shape))} -> {ends}"
         weights = (spec.weight_bytes() + spec.statistics_bytes()) / 1e6
         print(f"{spec.name:<{width}} {spec.param_count:>13,} {spec.statistics_count:>11,} {weights:>11.1f} MB  "
               f"{len(spec.layers):>6}  {shapes}  {spec.loss}")
@@ -546,8 +547,9 @@ def parser() -> argparse.ArgumentParser:
     checks.set_defaults(action=_check)
 
     zoo = commands.add_parser("zoo", help="public conv nets imported, checked and trained")
-    zoo.add_argument("--sources", default="keras,torchvision,timm",
-                     help="comma-separated: keras, torchvision, timm (default: all three)")
+    zoo.add_argument("--sources", default="keras,torchvision,timm,smp,monai,detection,ultralytics,keras-hub",
+                     help="comma-separated: keras, torchvision, timm, smp, monai, detection (torchvision's detection "
+                          "backbones), ultralytics, keras-hub (default: all)")
     zoo.add_argument("--nets", default="", help="comma-separated nets of the zoo (default: all)")
     zoo.add_argument("--frameworks", type=_framework_list, default="torch,jax",
                      help="where outputs are checked (default torch,jax)")

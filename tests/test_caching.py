@@ -118,7 +118,8 @@ def _order(record: dict, workspace: int = 0) -> dict[str, list]:
     scenario = record["scenario"]
     spec, framework, batch = get_model(scenario["model"]), scenario["framework"], scenario["batch"]
     rules = estimate.RULES[framework]
-    labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(spec.output_shape) * batch * 4
+    (shape,) = spec.output_shapes
+    labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(shape) * batch * 4
     copies = rules.init_copies if rules.cuda_init_copies is None else rules.cuda_init_copies
     return estimate.eager_order(spec, rules, estimate.steps(spec, rules, 4), scenario["kind"], batch, 4,
                                 scenario["technique"], "cuda", scenario["optimizer"], workspace,

@@ -182,14 +182,15 @@ def dense_kinds() -> ModelSpec:
     """The kinds the dense-prediction and medical nets brought, each between convs so that what it keeps is its own:
     reflect and replicate padding, group norm with and without its scale, instance norm with and without it (torch
     repeats an instance norm's scale per example), PReLU per channel and shared, transposed convs (one depthwise),
-    resizes (nearest by a scale, bilinear to a size with the corners aligned)."""
+    resizes (nearest by a scale, bilinear to a size with the corners aligned); and a second output, a map the net
+    reads on from (deep supervision's), whose loss keeps its own residual."""
     return ModelSpec(DENSE_KINDS, (9, 9, 4), (
         Pad2D(1, 1, 2, 0), Conv2D(4, bias=False), GroupNorm(2), PReLU(), Conv2D(4, bias=False),
         Pad2D(0, 1, 1, 1, mode="replicate"), Conv2D(4, bias=False), GroupNorm(1, affine=False), Conv2D(4, bias=False),
         InstanceNorm(), Conv2D(4, bias=False), InstanceNorm(affine=True), PReLU(shared=True), Conv2D(4, bias=False),
         ConvTranspose2D(4, 3, 2, padding=1, output_padding=1), ReLU(), ConvTranspose2D(4, 2, 2, groups=4), ReLU(),
         Resize2D(scale=0.7), Conv2D(4, bias=False), Resize2D(size=(5, 7), interpolation="bilinear", align_corners=True),
-        Conv2D(4, bias=False), GlobalAvgPool()), "mse")
+        Conv2D(4, bias=False), GlobalAvgPool()), "mse", outputs=(22, 4))
 
 
 SPEC_FILES = {GRAPH_SMALL: small_graph, NEWER_KINDS: newer_kinds, HARD_KINDS: hard_kinds, ZOO_KINDS: zoo_kinds,

@@ -115,7 +115,7 @@ def test_layers_list_every_layer_with_its_parameters_and_kept_bytes(capsys: pyte
     params, kept, running = ([int(row[index].replace(",", "")) for row in rows] for index in (3, 4, 5))
     assert sum(params) == spec.param_count and running[-1] == sum(kept) > 0
     saved = activations(spec, RULES[framework or "neutral"], 3, 4).saved
-    loss = spec.output_shape[0] * 3 * 4  # the softmax of the class scores
+    loss = spec.output_shapes[0][0] * 3 * 4  # the softmax of the class scores
     assert running[-1] + loss == saved
 
 

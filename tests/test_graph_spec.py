@@ -58,6 +58,17 @@ def test_the_residual_example_reads_as_a_graph() -> None:
     assert ModelSpec.from_dict(spec.to_dict()) == spec
 
 
+def test_several_outputs_are_named_and_read_on_and_come_back_from_json() -> None:
+    """An FPN-like spec: `outputs` names each, in order; a layer read on by others may be one; every layer must
+    feed some output; the JSON form keeps them."""
+    data = RESIDUAL_NET | {"loss": "mse", "outputs": ["out", "stem_relu"]}
+    data = data | {"layers": data["layers"][:-2]}  # out is a map now, as a dense-prediction net's
+    spec = ModelSpec.from_dict(data)
+    assert spec.output_shapes == ((16, 16, 8), (16, 16, 8))
+    assert spec.consumers()[spec.output_layers[1]] == [3, 8, len(spec.layers)]  # read on, and by the loss
+    assert ModelSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
 def test_layers_written_out_of_order_are_sorted_after_their_inputs() -> None:
     layers = RESIDUAL_NET["layers"]
     shuffled = RESIDUAL_NET | {"layers": [layers[8], layers[0] | {"inputs": ["input"]}, *layers[1:8], *layers[9:]]}
@@ -71,7 +82,11 @@ def test_layers_written_out_of_order_are_sorted_after_their_inputs() -> None:
     (_net(residual={"inputs": ["bn2", "stem_rleu"]}), "layer 'residual': unknown input 'stem_rleu'"),
     (_net(conv1={"inputs": ["out"]}), "layer 'conv1' is in a cycle: conv1 -> out -> residual -> bn2 -> conv2"),
     (_net(residual={"inputs": ["bn2", "input"]}), "layer 'residual': add needs inputs of one shape, got (16, 16, 8)"),
-    (_net(conv2={"inputs": ["stem_relu"]}), "layer 'conv1' feeds no output (the output is the last layer"),
+    (_net(conv2={"inputs": ["stem_relu"]}), "layer 'conv1' feeds no output (the outputs: 'layer11')"),
+    (RESIDUAL_NET | {"outputs": ["layer11", "stem_rleu"]}, "spec outputs: unknown layer 'stem_rleu'"),
+    (RESIDUAL_NET | {"outputs": "layer11"}, "spec outputs must be a non-empty list of layer names"),
+    (RESIDUAL_NET | {"outputs": ["layer11", "stem_relu"]}, "cross_entropy needs a flat output of class scores, got "
+                                                           "shape (16, 16, 8) at 'stem_relu'"),
     (_net(conv1={"groups": 3}), "layer 'conv1': conv2d groups 3 must divide its 8 input channels and its 8 filters"),
     (_net(residual={"type": "concat", "inputs": ["bn2", "stem_relu"]}, out={"type": "conv2d", "filters": 4,
                                                                         "inputs": ["residual", "stem"]}),

@@ -63,15 +63,17 @@ def reference(net, name, x, loss):
             layer.set_weights(values)
     if loss == "cross_entropy":
         net.layers[-1].activation = keras.activations.linear  # the scores the spec's output is; the loss's softmax
-        result = net(x, training=False)
-        targets = rng.integers(0, result.shape[-1], len(x)).astype("int32")
-        value = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(targets, result)
+    result = net(x, training=False)
+    results = [keras.ops.convert_to_numpy(each) for each in (result if isinstance(result, list) else [result])]
+    if loss == "cross_entropy":
+        targets = [rng.integers(0, each.shape[-1], len(x)).astype("int32") for each in results]
+        function = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     else:
-        result = net(x, training=False)
-        targets = rng.standard_normal(result.shape).astype("float32")
-        value = keras.losses.MeanSquaredError()(targets, result)
-    np.savez(f"{out}/{name}.npz", inputs=x, targets=targets, output=keras.ops.convert_to_numpy(result),
-             loss=float(value), **layer_weights(net))
+        targets = [rng.standard_normal(each.shape).astype("float32") for each in results]
+        function = keras.losses.MeanSquaredError()
+    value = sum(float(function(target, each)) for target, each in zip(targets, results))  # one loss per output
+    np.savez(f"{out}/{name}.npz", inputs=x, **{f"targets{i}": target for i, target in enumerate(targets)},
+             **{f"output{i}": each for i, each in enumerate(results)}, loss=value, **layer_weights(net))
 
 
 x_in = keras.Input((17, 17, 3), name="image")
@@ -152,12 +154,12 @@ x = layers.GroupNormalization(2, epsilon=1e-5, name="group")(x)
 x = layers.PReLU(shared_axes=[1, 2], name="prelu")(x)
 x = layers.GroupNormalization(-1, name="instance")(layers.Conv2D(8, 3, padding="same", name="conv2")(x))
 x = layers.GroupNormalization(8, center=False, scale=False, name="instance_plain")(x)
-x = layers.PReLU(shared_axes=[1, 2, 3], name="prelu_shared")(x)
+x = aside = layers.PReLU(shared_axes=[1, 2, 3], name="prelu_shared")(x)  # an output read on (deep supervision's)
 x = layers.Conv2DTranspose(4, 3, strides=2, padding="same", name="up_same")(x)  # an odd kernel less stride
 x = layers.Conv2DTranspose(4, 2, strides=2, name="up")(x)  # U-Net's
 x = layers.Resizing(9, 14, name="resize")(x)  # bilinear, down and up by no whole factor
 x = layers.Resizing(18, 28, interpolation="nearest", name="twice")(x)
-net = saved(keras.Model(x_in, layers.Conv2D(2, 1, name="head")(x), name="dense"), "dense")
+net = saved(keras.Model(x_in, [layers.Conv2D(2, 1, name="head")(x), aside], name="dense"), "dense")
 reference(net, "dense", rng.standard_normal((2, 8, 8, 3)).astype("float32"), "mse")
 
 @keras.saving.register_keras_serializable(package="user_nets")
@@ -393,8 +395,11 @@ def compared(built: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory)
     for name in COMPARED:
         spec = load_spec_file(built[0] / f"{name}.keras")
         given, weights = _keras_reference(built[0] / f"{name}.npz")
-        arrays = {"inputs": given["inputs"], "targets": given["targets"], **canonical_weights(spec, weights)}
-        assert len(arrays) - 2 == sum(len(step.weights) for step in spec.walk()), name  # every array the spec holds
+        targets = {key: value for key, value in given.items() if key.startswith("targets")}
+        arrays = {"inputs": given["inputs"], **targets, **canonical_weights(spec, weights)}
+        assert len(targets) == len(spec.output_layers), name
+        assert len(arrays) - 1 - len(targets) == sum(len(step.weights) for step in spec.walk()), name  # every array
+        # the spec holds
         nets.append((spec, arrays))
         references.append(given)
     results = forward_all(nets, tmp_path_factory.mktemp("compared"), frameworks_run=("torch", "jax"))
@@ -403,11 +408,15 @@ def compared(built: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.mark.parametrize("name", COMPARED)
 def test_keras_weights_compute_what_keras_computes(compared: dict[str, tuple[dict, dict]], name: str) -> None:
-    """Keras's own weights, loaded through canonical_weights into torch and JAX, give Keras's output and loss."""
+    """Keras's own weights, loaded through canonical_weights into torch and JAX, give Keras's outputs (the dense
+    net's two, one read on) and loss (one per output, summed)."""
     given, results = compared[name]
-    assert np.abs(given["output"]).max() > 0.1  # a net of zeros would agree trivially
+    outputs = [key for key in given if key.startswith("output")]
+    assert len(outputs) == (2 if name == "dense" else 1)
     for framework, result in results.items():
-        np.testing.assert_allclose(result["output"], given["output"], rtol=1e-4, atol=1e-4, err_msg=framework)
+        for key in outputs:
+            assert np.abs(given[key]).max() > 0.1  # a net of zeros would agree trivially
+            np.testing.assert_allclose(result[key], given[key], rtol=1e-4, atol=1e-4, err_msg=f"{framework} {key}")
         np.testing.assert_allclose(result["loss"], given["loss"], rtol=1e-4, err_msg=framework)
 
 
@@ -491,18 +500,21 @@ def test_an_imported_keras_net_runs_in_a_framework_it_did_not_come_from(built: t
 def test_check_proves_a_keras_file_and_counts_a_to_json(built: tuple[Path, dict]) -> None:
     """`models --check`: on a `.keras` file, Keras's own counts and output (its softmax left to the loss) against the
     imported net with the file's weights in torch and JAX, and how far float32's rounding moves Keras's own answer;
-    on to_json()'s JSON, which holds no weights, the counts."""
+    on to_json()'s JSON, which holds no weights, the counts; on a net of two outputs, both."""
     out, counts = built
-    done = run_cli("models", "--model-file", str(out / "net.keras"), "--model-file", str(out / "net.json"), "--check")
+    done = run_cli("models", "--model-file", str(out / "net.keras"), "--model-file", str(out / "net.json"),
+                   "--model-file", str(out / "dense.keras"), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     lines = done.stdout.splitlines()
     trainable, statistics = counts["net"]["trainable"], counts["net"]["non_trainable"]
     equal = (f"  counts            the spec's {trainable:,} trainable + {statistics:,} statistics, Keras's "
              f"{trainable:,} + {statistics:,}: equal")
     assert lines[0].startswith(f"{out / 'net.keras'}: the imported net with the file's weights against Keras")
-    assert lines[1] == equal and lines[5:] == [f"{out / 'net.json'}: counts against Keras (no weights in it)", equal,
-                                               "checked 2 files: 2 proved"]
-    for line, framework in zip(lines[2:4], ("torch", "jax"), strict=True):
+    assert lines[1] == equal and lines[5:7] == [f"{out / 'net.json'}: counts against Keras (no weights in it)", equal]
+    assert lines[-1] == "checked 3 files: 3 proved"
+    dense = lines.index(next(line for line in lines if line.startswith(f"{out / 'dense.keras'}: ")))
+    for line, framework in [*zip(lines[2:4], ("torch", "jax"), strict=True),
+                            *zip(lines[dense + 2:dense + 4], ("torch", "jax"), strict=True)]:
         found = re.fullmatch(rf"  {framework} +largest difference (\S+) \(outputs up to (\S+)\): agrees", line)
         assert found and float(found[2]) > 0.01 and float(found[1]) <= 1e-4 * float(found[2]), line
     # Keras's own float64 answer: float32's rounding alone moves this net's output by far less than the tolerance

@@ -372,7 +372,7 @@ def test_torch_and_jax_compute_what_the_onnx_graph_computes(tmp_path: Path) -> N
     paths = [str(_save(build()[0], tmp_path, build.__name__))
              for build in (residual_net, newer_net, activations_net, dilated_net, timm_net, norms_net)]
     paths += [str(EXPORTS / f"{name}.onnx") for name in (*TRAINING_GRAPHS, "pointwise", "adaptive", *SHUFFLES,
-                                                         "dense_prediction")]
+                                                         "dense_prediction", "pyramid")]
     done = run_cli("models", *(f"--model-file={path}" for path in paths), "--check")
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -502,6 +502,30 @@ def test_torchs_group_and_instance_norms_prelu_and_edge_pads_import_with_torchs_
     assert [layer.shared for layer in spec.layers if layer.kind == "prelu"] == [False, True]
     assert [(layer.block, layer.order) for layer in spec.layers if layer.kind == "space_to_depth"] == [
         (2, "channel_major")]  # torch's pixel_unshuffle: a Reshape, a Transpose and a Reshape
+
+
+def test_a_graph_of_several_outputs_is_a_spec_of_several_outputs_in_the_graphs_order() -> None:
+    """torch's export of a net returning two levels (the coarse one read on by the fine one, as an FPN's): one
+    spec output per graph output, in its order, with torch's counts; `--check` proves it (above)."""
+    spec = load_spec_file(EXPORTS / "pyramid.onnx")
+    counts = json.loads((EXPORTS / "counts.json").read_text())["Pyramid"]
+    assert (spec.param_count, spec.statistics_count) == (counts["parameters"], counts["statistics"])
+    assert spec.output_shapes == ((8, 8, 4), (4, 4, 8)) and spec.loss == "mse"
+    coarse = spec.output_layers[1]
+    assert len(spec.consumers()[coarse]) == 2  # the upsampling reads it, and the loss
+
+
+def test_outputs_that_mix_class_scores_with_other_values_are_refused(tmp_path: Path) -> None:
+    """A spec's outputs share one loss: a softmax at one output and none at the other is refused by name."""
+    net = _Net(3, 4)
+    x = net.node("Flatten", [net.node("GlobalAveragePool", ["image"], "gap")], "flat")
+    scores = net.node("Softmax", [net.node("Gemm", [x, net.weight("a.W", 5, 3)], "a", transB=1)], "scores", axis=1)
+    other = net.node("Gemm", [x, net.weight("b.W", 2, 3)], "b", transB=1)
+    model = net.model(scores, 5, 17)
+    model.graph.output.append(helper.make_tensor_value_info(other, TensorProto.FLOAT, ["N", 2]))
+    with pytest.raises(SpecError, match="the output 'scores' ends in a softmax and 'b' does not; a spec's outputs "
+                                        "share one loss"):
+        load_spec_file(_save(model, tmp_path, "mixed"))
 
 
 def test_a_fully_convolutional_file_trains_at_another_size_and_one_that_fixes_its_size_is_refused() -> None:

@@ -227,6 +227,39 @@ def dense_prediction() -> ModelSpec:
     ), "cross_entropy")
 
 
+def pyramid() -> ModelSpec:
+    """Several outputs, as an FPN's levels and deep supervision have them: the coarse level is an output that the
+    fine one reads too (upsampled and added to a lateral conv), a batch norm on each path; one mse per output,
+    summed."""
+    net = Graph()
+    net.add(Conv2D(4, 3))
+    net.add(BatchNorm())
+    fine = net.add(ReLU())
+    net.add(Conv2D(6, 3, 2), fine)
+    coarse = net.add(BatchNorm())
+    up = net.add(Upsample2D(2), coarse)
+    net.add(Add(), up, net.add(Conv2D(6, 1), fine))
+    net.add(BatchNorm())
+    level = net.add(Conv2D(3, 3))
+    return net.spec("parity-pyramid", (8, 8, 3), "mse", "an FPN's two levels", batch=4, outputs=(level, coarse))
+
+
+def auxiliary() -> ModelSpec:
+    """GoogLeNet's and Inception v3's auxiliary classifier as they train: logits from the middle of the trunk
+    beside the main ones, one cross-entropy each, summed."""
+    net = Graph()
+    net.add(Conv2D(4, 3))
+    middle = net.add(ReLU())
+    net.add(GlobalAvgPool(), middle)
+    aside = net.add(Dense(5))
+    net.add(Conv2D(8, 3, 2), middle)
+    net.add(ReLU())
+    net.add(GlobalAvgPool())
+    main = net.add(Dense(5))
+    return net.spec("parity-auxiliary", (6, 6, 3), "cross_entropy", "main and auxiliary logits", batch=4,
+                    outputs=(main, aside))
+
+
 def flat_after_image(dropout: float) -> ModelSpec:
     """Per-feature weights after a flattened image, through layers that keep the values' order: torch flattens
     channels-first, so each of them loads (and reports) its weights permuted."""
@@ -247,17 +280,17 @@ def _arrays(spec: ModelSpec, batch: int) -> dict[str, np.ndarray]:
             else:
                 value = generator.standard_normal(shape, dtype=np.float32) * 0.3
             arrays[f"layer{step.index}_{name}"] = value
-    if spec.loss == "cross_entropy":
-        arrays["targets"] = generator.integers(0, spec.output_shape[0], batch).astype(np.int32)
-    else:
-        arrays["targets"] = generator.standard_normal((batch, *spec.output_shape), dtype=np.float32)
+    for output, shape in enumerate(spec.output_shapes):
+        arrays[f"targets{output}"] = (generator.integers(0, shape[0], batch).astype(np.int32)
+                                      if spec.loss == "cross_entropy"
+                                      else generator.standard_normal((batch, *shape), dtype=np.float32))
     return arrays
 
 
 Results = dict[str, dict[str, np.ndarray]]  # per framework, what its forward job wrote
 INFERENCE = [CLASSIFIER, HEATMAP, residual(0.5), dense_heatmap(0.25), excite(0.5), layer_norms(), activations(),
-             dilated(), flat_after_image(0.5), dense_prediction()]
-TRAINING = [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(), flat_after_image(0.0)]
+             dilated(), flat_after_image(0.5), dense_prediction(), auxiliary()]
+TRAINING = [residual(0.0), dense_heatmap(0.0), excite(0.0), layer_norms(), flat_after_image(0.0), pyramid()]
 
 
 def _dropout_net(per_example: bool) -> tuple[ModelSpec, dict[str, np.ndarray]]:
@@ -291,9 +324,12 @@ def training(forwarded: dict[str, dict[str, Results]]) -> dict[str, Results]:
 
 
 def _assert_agree(results: dict[str, dict[str, np.ndarray]], spec: ModelSpec, keys: list[str]) -> None:
+    """Every framework wrote the same keys, and the same values under `keys` ("outputs": each output)."""
     reference = next(iter(results.values()))
-    assert reference["output"].shape == (4, *spec.output_shape)
-    assert np.abs(reference["output"]).max() > 0.1  # a net of zeros would agree trivially
+    outputs = [f"output{index}" for index in range(len(spec.output_shapes))]
+    assert [reference[key].shape for key in outputs] == [(4, *shape) for shape in spec.output_shapes]
+    assert all(np.abs(reference[key]).max() > 0.1 for key in outputs)  # a net of zeros would agree trivially
+    keys = [name for key in keys for name in (outputs if key == "outputs" else [key])]
     for framework, result in results.items():
         assert sorted(result) == sorted(reference), framework
         for key in keys:
@@ -305,7 +341,7 @@ def test_same_weights_give_the_same_outputs_and_loss_in_inference(spec: ModelSpe
                                                                   inference: dict[str, Results]) -> None:
     """Running statistics normalize; dropout is the identity; the statistics do not move."""
     results = inference[spec.name]
-    _assert_agree(results, spec, ["output", "loss"])
+    _assert_agree(results, spec, ["outputs", "loss"])
     given = _arrays(spec, batch=4)
     for key, value in results[FRAMEWORKS[0]].items():
         if key.startswith("statistics"):
@@ -319,7 +355,7 @@ def test_hard_sigmoid_is_relu6_of_x_plus_3_over_6_in_every_framework(inference: 
     x = 3.0 * _arrays(spec, batch=4)["inputs"]  # the net's Rescale(3.0)
     gate = np.clip(x + 3, 0, 6) / 6
     for framework, result in inference[spec.name].items():
-        np.testing.assert_allclose(result["output"][..., 4:8], np.concatenate([x * gate, gate], axis=-1), rtol=1e-6,
+        np.testing.assert_allclose(result["output0"][..., 4:8], np.concatenate([x * gate, gate], axis=-1), rtol=1e-6,
                                    atol=1e-6, err_msg=framework)
 
 
@@ -333,7 +369,7 @@ def test_leaky_relu_elu_softplus_and_mish_compute_their_formulas_in_every_framew
     softplus = np.logaddexp(x, 0)
     expected = [np.where(x >= 0, x, 0.2 * x), np.where(x > 0, x, 0.5 * np.expm1(x)), softplus, x * np.tanh(softplus)]
     for framework, result in inference[spec.name].items():
-        np.testing.assert_allclose(result["output"][..., 8:], np.concatenate(expected, axis=-1), rtol=1e-5, atol=1e-6,
+        np.testing.assert_allclose(result["output0"][..., 8:], np.concatenate(expected, axis=-1), rtol=1e-5, atol=1e-6,
                                    err_msg=framework)
 
 
@@ -345,7 +381,7 @@ def test_training_mode_agrees_and_updates_the_same_statistics(spec: ModelSpec, t
     results = training[spec.name]
     means = [key for key in results[FRAMEWORKS[0]] if key.startswith("statistics") and key.endswith("_mean")]
     assert means, "the net has batch norm"
-    _assert_agree(results, spec, ["output", "loss", *means])
+    _assert_agree(results, spec, ["outputs", "loss", *means])
     given = _arrays(spec, batch=4)
     biased = {framework: result for framework, result in results.items() if framework != "torch"}
     for key in (mean.replace("_mean", "_variance") for mean in means):
@@ -377,7 +413,7 @@ def test_dropout_in_training_drops_its_rate_and_scales_the_rest(framework: str, 
     1 / (1 - rate); per example, each example's values all dropped or all kept (many examples, to count them)."""
     _, arrays = _dropout_net(per_example)
     batch = len(arrays["inputs"])
-    output = dropped[per_example][framework]["output"]
+    output = dropped[per_example][framework]["output0"]
     inputs = arrays["inputs"]
     dropped_values = output == 0
     assert abs(dropped_values.mean() - 0.3) < 0.02
@@ -385,3 +421,21 @@ def test_dropout_in_training_drops_its_rate_and_scales_the_rest(framework: str, 
     if per_example:
         by_example = dropped_values.reshape(batch, -1)
         assert (by_example.all(axis=1) | ~by_example.any(axis=1)).all()
+
+
+def test_several_outputs_sum_one_loss_each(training: dict[str, Results], inference: dict[str, Results]) -> None:
+    """A net of several outputs trains on the sum of one loss per output, equally weighted, in every framework: the
+    loss each reports is the sum of the spec's loss of each output it returned against that output's targets."""
+    for spec, results in ((pyramid(), training), (auxiliary(), inference)):
+        given = _arrays(spec, batch=4)
+        for framework, result in results[spec.name].items():
+            outputs = [result[f"output{index}"].astype(np.float64) for index in range(len(spec.output_shapes))]
+            targets = [given[f"targets{index}"] for index in range(len(spec.output_shapes))]
+            if spec.loss == "mse":
+                losses = [np.mean((out - target) ** 2) for out, target in zip(outputs, targets, strict=True)]
+            else:
+                shifted = [out - out.max(axis=1, keepdims=True) for out in outputs]
+                losses = [np.mean(np.log(np.exp(out).sum(axis=1)) - out[np.arange(4), target])
+                          for out, target in zip(shifted, targets, strict=True)]
+            assert len(losses) == 2 and min(losses) > 0.01  # both outputs count, neither trivially
+            np.testing.assert_allclose(result["loss"], sum(losses), rtol=1e-4, err_msg=framework)

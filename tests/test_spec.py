@@ -31,7 +31,7 @@ def test_keras200m_is_story_3s_net() -> None:
     assert spec.param_count == 206_538_153
     assert spec.weight_bytes() == 826_152_612
     assert sum(isinstance(layer, Conv2D) and layer.filters == 1024 for layer in spec.layers) == 22
-    assert spec.output_shape == (1,)
+    assert spec.output_shapes == ((1,),)
 
 
 def test_vgg16_has_the_standard_count() -> None:
@@ -49,7 +49,7 @@ def test_keras_small_count_by_hand() -> None:
 def test_heatmap68_is_tiny_weights_big_maps() -> None:
     spec = get_model("heatmap68")
     assert spec.input_shape == (256, 256, 3)
-    assert spec.output_shape == (64, 64, 68)
+    assert spec.output_shapes == ((64, 64, 68),)
     assert 1_000_000 <= spec.weight_bytes() <= 2_000_000
     largest_map = max(s.output_shape[0] * s.output_shape[1] * s.output_shape[2] for s in spec.walk()) * 4
     assert largest_map > spec.weight_bytes()
@@ -214,9 +214,9 @@ def test_a_channels_first_image_is_refused_in_one_line() -> None:
     assert str(caught.value) == ("input_shape is height, width, channels (channels last); [3, 32, 32] looks "
                                  "channels-first: give [32, 32, 3]")
     assert ModelSpec.from_dict(spec).input_shape == (3, 32, 32)  # what an importer builds: not second-guessed
-    assert written_channels_last(ModelSpec.from_dict(spec | {"input_shape": [32, 32, 3]})).output_shape == (1,)
+    assert written_channels_last(ModelSpec.from_dict(spec | {"input_shape": [32, 32, 3]})).output_shapes == ((1,),)
     dense_only = {"name": "x", "input_shape": [3, 32, 32], "loss": "mse", "layers": [{"type": "flatten"}]}
-    assert written_channels_last(ModelSpec.from_dict(dense_only)).output_shape == (3072,)  # no conv: no order
+    assert written_channels_last(ModelSpec.from_dict(dense_only)).output_shapes == ((3072,),)  # no conv: no order
 
 def test_shapes_follow_the_layers() -> None:
     spec = ModelSpec("t", (12, 12, 3), (Conv2D(4, stride=2), MaxPool2D(3, stride=1), Flatten(), Dense(5)), "mse")

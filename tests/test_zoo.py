@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import statistics
+import subprocess
 from pathlib import Path
 
 import numpy
@@ -14,9 +15,11 @@ import pytest
 from models import catalogue, zoo_split
 from models.catalogue import get_model
 from models.estimate import estimate
+from models.importers.files import load_spec_file
 from suites.analysis import accounting, constants, depth, errors
 from suites.bench import zoo
-from suites.run.registry import ROOT
+from suites.run.orchestrator import worker_environment
+from suites.run.registry import ROOT, interpreter
 from tests.conftest import run_cli
 
 
@@ -91,7 +94,7 @@ def test_every_zoo_net_is_in_one_family_and_the_catalogues_families_are_the_tune
     """The split is by family, committed once: each net of the zoo in exactly one; the families of the nets the rules
     were shaped on (the catalogue's) tuned, the rest held out, and so is any net the split does not name."""
     members = [name for _, names in zoo_split.FAMILIES.values() for name in names]
-    assert sorted(members) == sorted([*zoo.KERAS_NETS, *zoo.TORCHVISION_NETS, *zoo.TIMM_NETS])
+    assert sorted(members) == sorted(name for _, nets in zoo.SOURCES.values() for name in nets)
     held_out_nets = [name for name in members if zoo_split.half_of(name) == zoo_split.HELD_OUT]
     assert set(zoo.LARGE_HELD_OUT) <= set(held_out_nets) and len(held_out_nets) >= len(members) / 2
     assert {zoo_split.half_of(name) for name in zoo.LARGE_TUNED} == {zoo_split.TUNED}
@@ -202,3 +205,27 @@ def test_the_published_kind_costs_count_once_a_zoo_fitted_above_them(monkeypatch
         monkeypatch.setattr(constants.margins, "published_zoo", lambda table=zoo_table: table)
         known = constants.lookup(constants.load("cpu"), "jax", "train")
         assert ("kind_costs" in known) == takes_kinds and ("depth" in known) == (measured_on != "elsewhere")
+
+
+MODULE_SAVED = """
+import sys
+sys.path.insert(0, "tests/data/torch_exports")
+from export import Pyramid
+from frameworks.zoo_sources import saved_by_the_module
+print(saved_by_the_module(Pyramid(), 8, 8))
+"""
+
+
+def test_the_rebuild_keeps_for_its_backward_what_the_users_module_keeps(tmp_path: Path) -> None:
+    """The zoo's saved-for-backward column on a real torch module, one of two outputs (export.py's Pyramid, whose
+    coarse level the fine one reads on): its own training step's saved bytes against its ONNX file's rebuild, at the
+    zoo's batch, in torch (equal) and in Keras on torch (more: what Keras on torch's rules keep beyond torch's)."""
+    done = subprocess.run([interpreter("torch"), "-c", MODULE_SAVED], cwd=ROOT, env=worker_environment(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    path = str(ROOT / "tests" / "data" / "torch_exports" / "pyramid.onnx")
+    saved = {"module": int(done.stdout)} | {framework: zoo._saved_by_the_rebuild(framework, path, tmp_path)
+                                            for framework in zoo.SAVED_FRAMEWORKS}
+    assert saved["module"] > 0 and saved["torch"] == saved["module"], saved
+    note = zoo.saved_note(load_spec_file(path), saved)
+    assert note.startswith("torch equal; keras-torch +") and "what its rules keep beyond torch's" in note, note

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from models import techniques
 from models.estimate.rules import OPTIMIZER_STATE_COPIES, Rules
-from models.estimate.saved import recomputed_runs, what_steps_keep
+from models.estimate.saved import loss_residual, recomputed_runs, what_steps_keep
 from models.estimate.tensors import Step, Tensors
 from models.spec import ModelSpec
 
@@ -147,16 +147,17 @@ class Pass:
         return self.tensors.elements[tensor] * self.value
 
     def loss(self) -> None:
-        """The loss keeps its residual (the softmax or the difference); the net's output goes unless kept."""
+        """The loss keeps its residual (the softmax or the difference); the net's outputs go unless kept."""
         self.make("loss", self.loss_residual)
-        if not self.keeps(self.tensors.makes[-1]):
-            self.free(self.tensors.makes[-1])
+        for tensor in dict.fromkeys(self.tensors.outputs):
+            if not self.keeps(tensor):
+                self.free(tensor)
 
     def backward(self, weight_grads: list[list[Event]]) -> None:
         """The steps in reverse, from the loss's gradient; `weight_grads`: per step, the events of its weights'
         gradients."""
         tensors, buffers = self.tensors, _Buffers(self)
-        slot = {tensors.makes[-1]: buffers.new(self.bytes_of(tensors.makes[-1]))}
+        slot = {tensor: buffers.new(self.bytes_of(tensor)) for tensor in dict.fromkeys(tensors.outputs)}
         self.free("loss")
         last_saver: dict[int, list[int]] = {}
         for tensor in {*self.savers, *self.kept}:  # a run's input goes once every step reading it is back-propagated
@@ -276,8 +277,9 @@ def eager_order(spec: ModelSpec, rules: Rules, ops: list[Step], kind: str, batch
         value = examples * (half if autocast and half else size)
         views, tensors, savers, extras = what_steps_keep(spec, rules, ops, technique, device, examples, value)
         kept, runs = recomputed_runs(spec, rules, ops, tensors, technique)
-        return Pass(ops, tensors, views, savers, extras, value, ops[-1].outputs * value, rules.holds_outputs,
-                    workspace, made, tag, runs, kept, [cast if autocast else [] for cast in casts])
+        residual = loss_residual(spec, rules, ops, tensors, set(savers) | kept) * value
+        return Pass(ops, tensors, views, savers, extras, value, residual, rules.holds_outputs, workspace, made, tag,
+                    runs, kept, [cast if autocast else [] for cast in casts])
 
     order: dict[str, list] = {"build": built(spec, size, batch_tensors, draw_copies), "compile": []}
     weights = [weight for sizes in layer_weights for weight in sizes]

@@ -71,6 +71,11 @@ class Estimate:
         return data
 
 
+def target_values(spec: ModelSpec) -> int:
+    """A training example's targets: a class label per output for cross-entropy, else a value per output value."""
+    return len(spec.output_layers) if spec.loss == "cross_entropy" else sum(map(math.prod, spec.output_shapes))
+
+
 def hand_count(spec: ModelSpec) -> int:
     """Activation values per example as hand counts do it: the input and each layer's output, activations (the
     element-wise layers) in place, flatten, reshape and dropout (the identity in inference) making no new values."""
@@ -103,7 +108,7 @@ def floor(spec: ModelSpec, kind: str, batch: int, optimizer: str, bytes_per_valu
     weights, statistics = spec.weight_bytes(bytes_per_value), spec.statistics_bytes(bytes_per_value)
     micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1
     examples, activation = batch // micro, techniques.HALF_PRECISION.get(technique, bytes_per_value)
-    targets = (1 if spec.loss == "cross_entropy" else math.prod(spec.output_shape)) if training else 0
+    targets = target_values(spec) if training else 0
     inputs = (math.prod(spec.input_shape) + targets) * examples * bytes_per_value
     # a step is a layer (no padded copy: the op pads); one that reads the model's input reads the batch in `inputs`
     step = max(((0 if layer.inputs == (INPUT,) else sum(map(math.prod, layer.input_shapes)))
@@ -229,7 +234,8 @@ def _scenario(spec: ModelSpec, kind: str, batch: int, optimizer: str, rules: Rul
     weights = trainable + spec.statistics_bytes(size)  # batch norm's running statistics are weights too
     ops = steps(spec, rules, size)
     largest = max((o.largest_weight for o in ops), default=0)
-    labels = batch * rules.label_bytes if spec.loss == "cross_entropy" else math.prod(spec.output_shape) * batch * size
+    labels = (batch * rules.label_bytes * len(spec.output_layers) if spec.loss == "cross_entropy"
+              else target_values(spec) * batch * size)
     inputs = math.prod(spec.input_shape) * batch * size + labels
     state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
     micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1

@@ -73,6 +73,9 @@ class Rules:
     # the devices whose compiler turns a depthwise conv's filter gradient into a dense conv's, planning
     # EXPANDED_FILTER_COPIES temporaries of kh x kw x C_in x C_out while that conv back-propagates (XLA's CPU backend)
     expands_depthwise_on: tuple[str, ...] = ()
+    # the mse loss keeps the output itself for its backward (torch's mse_loss_backward reads it), not a difference of
+    # its own: an output a step keeps already costs nothing more (a softmax, Keras's difference, are new tensors)
+    mse_keeps_output: bool = False
 
 
 # XLA's CPU plan for one depthwise conv's filter gradient (compiled memory_analysis(), jax 0.10.2): two buffers of
@@ -182,7 +185,7 @@ RULES = {
         init_copies=0, blas_workspaces_on=("cuda",), keeps_pages_on=("cuda",), caching_on=("cuda",),
         ordered_techniques=tuple(techniques.TECHNIQUES),  # checkpoint and autocast as autograd runs them
         accumulator_copies=0, update_temporaries={("adam", "cpu"): ("largest", 2), ("adam", "cuda"): ("all", 1)},
-        slices_view=True,
+        slices_view=True, mse_keeps_output=True,
         why="saved tensors as listed by autograd's saved_tensors_hooks: conv (depthwise too) and linear keep their"
             " input, ReLU its output, max_pool2d its input and int64 indices (its padding is inside the op);"
             " native_batch_norm its input and the per-channel save_mean and save_invstd (its weight and running"

@@ -11,7 +11,7 @@ from itertools import accumulate
 
 from models import techniques
 from models.estimate.rules import BOOL, EVAL_SAVES, EXPANDED_FILTER_COPIES, FLOAT32, INT64, Rules
-from models.estimate.tensors import Step, Tensors, steps, tensors_of, view_steps
+from models.estimate.tensors import Step, Tensors, output_steps, steps, tensors_of, view_steps
 from models.spec import INPUT, Conv2D, LayerShapes, ModelSpec
 
 
@@ -206,7 +206,7 @@ def kept_by_layer(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: in
         per_layer[ops[min(keepers)].layer] += value * tensors.elements[tensor]
     for index, extra in enumerate(extras):
         per_layer[ops[index].layer] += extra
-    return per_layer, ops[-1].outputs * value
+    return per_layer, loss_residual(spec, rules, ops, tensors, set(savers)) * value
 
 
 def recomputed_runs(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Tensors,
@@ -303,6 +303,15 @@ def _forward_transient(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: 
     return transient
 
 
+def loss_residual(spec: ModelSpec, rules: Rules, ops: list[Step], tensors: Tensors, kept: set[int]) -> int:
+    """The values per example the loss keeps for its backward, over every output: the softmax (cross-entropy) or the
+    difference (mse), each the output's size; where the mse keeps the output itself, nothing for an output the
+    backward keeps already (`kept`)."""
+    shared = rules.mse_keeps_output and spec.loss == "mse"
+    ends = dict(zip(tensors.outputs, output_steps(spec, ops), strict=True))
+    return sum(ops[step].outputs for tensor, step in ends.items() if not (shared and tensor in kept))
+
+
 def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int, technique: str = "none",
                 activation_bytes: int | None = None, device: str = "cpu", workspace: int = 0, *,
                 ops: list[Step] | None = None) -> Activations:
@@ -323,12 +332,12 @@ def activations(spec: ModelSpec, rules: Rules, batch: int, bytes_per_value: int,
     ops = steps(spec, rules, bytes_per_value) if ops is None else ops
     value = batch * (activation_bytes or bytes_per_value)
     views, tensors, savers, extras = what_steps_keep(spec, rules, ops, technique, device, batch, value)
-    # the difference (mse) or the softmax (cross-entropy); a tracked forward has no loss
-    loss_residual = ops[-1].outputs * value if technique != "tracked" else 0
     kept, group = recomputed_runs(spec, rules, ops, tensors, technique)
     kept_always = sum(tensors.elements[tensor] for tensor in kept) * value
     savers = {tensor: steps_ for tensor, steps_ in savers.items() if tensor not in kept}
-    saved = loss_residual + kept_always + value * sum(
+    through = kept | {tensor for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_)}
+    residual = loss_residual(spec, rules, ops, tensors, through) * value if technique != "tracked" else 0
+    saved = residual + kept_always + value * sum(
         tensors.elements[tensor] for tensor, steps_ in savers.items() if any(group[s] is None for s in steps_))
     saved += sum(extra for index, extra in enumerate(extras) if group[index] is None)
     matmuls = [index for index, op in enumerate(ops) if op.kind == "dense"] if workspace else []

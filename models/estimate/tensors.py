@@ -65,6 +65,13 @@ def steps(spec: ModelSpec, rules: Rules, bytes_per_value: int) -> list[Step]:
     return result
 
 
+def output_steps(spec: ModelSpec, ops: list[Step]) -> tuple[int, ...]:
+    """The steps that make the net's outputs, in the spec's order (a layer's last step: its padding copy comes
+    first)."""
+    last = {op.layer: index for index, op in enumerate(ops)}
+    return tuple(last[layer] for layer in spec.output_layers)
+
+
 @dataclass(frozen=True)
 class Tensors:
     """The tensors a run of steps makes, each named by the step that makes it (INPUT: the model's input); a view
@@ -73,8 +80,9 @@ class Tensors:
     reads: list[tuple[int, ...]]  # per step, the tensors it reads
     makes: list[int]  # per step, the tensor its output is
     elements: dict[int, int]  # per example
-    last_reader: dict[int, int]  # the last step reading each tensor; the net's output is read by the loss, after all
-    first_reader: dict[int, int]  # the first step reading each tensor; the loss's, after all, if none reads the output
+    last_reader: dict[int, int]  # the last step reading each tensor; the net's outputs are read by the loss, after all
+    first_reader: dict[int, int]  # the first step reading each tensor; the loss's, after all, if none reads an output
+    outputs: tuple[int, ...]  # the tensors the net's outputs are, in the spec's order
 
 
 def tensors_of(spec: ModelSpec, ops: list[Step], views: set[int]) -> Tensors:
@@ -91,9 +99,11 @@ def tensors_of(spec: ModelSpec, ops: list[Step], views: set[int]) -> Tensors:
         for tensor in tensors:
             first_reader.setdefault(tensor, index)
             last_reader[tensor] = index
-    last_reader[makes[-1]] = len(ops)
-    first_reader.setdefault(makes[-1], len(ops))
-    return Tensors(reads, makes, elements, last_reader, first_reader)
+    outputs = tuple(makes[step] for step in output_steps(spec, ops))
+    for tensor in outputs:
+        last_reader[tensor] = len(ops)
+        first_reader.setdefault(tensor, len(ops))
+    return Tensors(reads, makes, elements, last_reader, first_reader, outputs)
 
 
 def view_steps(spec: ModelSpec, ops: list[Step], technique: str, training: bool, slices_view: bool) -> set[int]:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from models.importers.fixes import Fix
 from models.importers.json_text import parsed_json
+from models.importers.keras_losses import shared_loss
 from models.spec import (
     INTERPOLATIONS,
     LAYER_TYPES,
@@ -57,9 +58,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 KERAS_MODELS = ("Sequential", "Functional", "Model")
-LOSSES = {"mse": "mse", "mean_squared_error": "mse", "MeanSquaredError": "mse",
-          "categorical_crossentropy": "cross_entropy", "CategoricalCrossentropy": "cross_entropy",
-          "sparse_categorical_crossentropy": "cross_entropy", "SparseCategoricalCrossentropy": "cross_entropy"}
 # Keras's activations as spec layers; None: the identity, no layer. Keras's gelu is the exact one (gelu's default);
 # Keras 3's hard_sigmoid is relu6(x + 3) / 6, the spec's (Keras 2's, 0.2 x + 0.5, is refused), hard_silu x times it.
 ACTIVATIONS = {"relu": "relu", "relu6": "relu6", "silu": "silu", "swish": "silu", "sigmoid": "sigmoid",
@@ -252,18 +250,24 @@ def _layer_name(layer: object, index: int, prefix: str) -> str:
     return name
 
 
-def _end_layer(ends: object, what: str) -> str | None:
-    """The layer a model's `input_layers` or `output_layers` names (one tensor, [name, 0, 0], or a list of one);
-    None where it names none."""
+def _end_layers(ends: object, what: str) -> list[str]:
+    """The layers a model's `input_layers` or `output_layers` names (one tensor, [name, 0, 0], or a list of them);
+    none where it names none."""
     if not ends:
-        return None
-    if isinstance(ends, list) and isinstance(ends[0], list):
-        if len(ends) > 1:
-            raise SpecError(f"the model has {len(ends)} {what}s; a spec has one")
-        ends = ends[0]
-    if not isinstance(ends, list) or not ends or not isinstance(ends[0], str):
-        raise SpecError(f"the model's {what}_layers {ends!r} name no layer")
-    return ends[0]
+        return []
+    listed = ends if isinstance(ends, list) and isinstance(ends[0], list) else [ends]
+    for end in listed:
+        if not isinstance(end, list) or not end or not isinstance(end[0], str):
+            raise SpecError(f"the model's {what}_layers {ends!r} name no layer")
+    return [end[0] for end in listed]
+
+
+def _end_layer(ends: object, what: str, holder: str) -> str | None:
+    """The one layer `_end_layers` finds (None for none): a spec has one input, and a nested model one output."""
+    names = _end_layers(ends, what)
+    if len(names) > 1:
+        raise SpecError(f"{holder} has {len(names)} {what}s; a spec has one")
+    return names[0] if names else None
 
 
 def _history_layer(history: object) -> str:
@@ -319,7 +323,7 @@ class _Importer:
     padding: dict[str, int] = field(default_factory=dict)  # a folded ZeroPadding2D's pixels, owed to its one reader
     seen: set[str] = field(default_factory=set)  # the Keras names read so far: each names one layer
     input_shape: Shape | None = None
-    output: str = ""  # the Keras name of the model's output layer
+    outputs: list[str] = field(default_factory=list)  # the Keras names of the model's output layers, in order
     loss: str = "mse"
 
     def spec(self, data: dict) -> ModelSpec:
@@ -334,9 +338,10 @@ class _Importer:
         nodes = self._nodes(config.get("layers", []), sequential)
         if not nodes:
             raise SpecError("the model has no layers")
-        self.output = self._output_layer(config, nodes, sequential)
-        if self.output not in {name for name, _, _ in nodes}:
-            raise SpecError(f"the model's output names {self.output!r}, none of its layers")
+        self.outputs = self._output_layers(config, nodes, sequential)
+        missing = [output for output in self.outputs if output not in {name for name, _, _ in nodes}]
+        if missing:
+            raise SpecError(f"the model's output names {missing[0]!r}, none of its layers")
         self.loss = self._loss(data.get("compile_config") or {}, nodes)
         for name, layer, sources in nodes:
             with self._blamed(name, layer):
@@ -348,14 +353,18 @@ class _Importer:
                     if self.input_shape is None:
                         self._input(layer.get("config", {}).get("batch_input_shape"))
                     self._layer(name, layer, sources)
-        out = self.alias.get(self.output)
-        at = [i for i, entry in enumerate(self.entries) if entry["name"] == out]
-        if not at:
-            raise SpecError(f"the model's output {self.output!r} is no layer of it that computes a value")
-        self.entries.append(self.entries.pop(at[0]))  # the spec's output is its last layer
+        ends = []
+        for output in self.outputs:
+            out = self.alias.get(output)
+            if not any(entry["name"] == out for entry in self.entries):
+                raise SpecError(f"the model's output {output!r} is no layer of it that computes a value")
+            ends.append(out)
+        if len(ends) == 1:  # the output last, as a spec of one output has it
+            self.entries.append(self.entries.pop(next(i for i, e in enumerate(self.entries) if e["name"] == ends[0])))
         return ModelSpec.from_dict({"name": config.get("name") or Path(self.source).stem,
                                     "input_shape": list(self.input_shape or ()), "loss": self.loss,
-                                    "description": "imported from a Keras model", "layers": self.entries})
+                                    "description": "imported from a Keras model", "layers": self.entries}
+                                   | ({"outputs": ends} if len(ends) > 1 else {}))
 
     @contextmanager
     def _blamed(self, name: str, layer: dict) -> Iterator[None]:
@@ -405,18 +414,21 @@ class _Importer:
         config, sequential = layer.get("config", {}), layer.get("class_name") == "Sequential"
         inner = self._nodes(config.get("layers", []), sequential, f"{name}/", sources[0])
         nodes.extend(inner)
-        self.flattened[name] = self._output_layer(config, inner, sequential, f"{name}/") or sources[0]
+        outputs = self._output_layers(config, inner, sequential, f"{name}/")
+        if len(outputs) > 1:
+            raise _Refused(f"is a model of {len(outputs)} outputs; the spec's nested models have one")
+        self.flattened[name] = outputs[0] if outputs else sources[0]
         return self.flattened[name]
 
-    def _output_layer(self, config: dict, nodes: list[tuple[str, dict, list[str]]], sequential: bool,
-                      prefix: str = "") -> str:
-        """The node that is the model's output (a nested model's names have its `prefix`); "" for a model of none."""
-        _end_layer(config.get("input_layers"), "input")
-        output = _end_layer(config.get("output_layers"), "output")
-        if output is not None and not sequential:
-            name = prefix + output
-            return self.flattened.get(name, name)
-        return nodes[-1][0] if nodes else ""
+    def _output_layers(self, config: dict, nodes: list[tuple[str, dict, list[str]]], sequential: bool,
+                       prefix: str = "") -> list[str]:
+        """The nodes that are the model's outputs, in its order (a nested model's names have its `prefix`); none
+        for a model of none."""
+        _end_layer(config.get("input_layers"), "input", "the model")
+        outputs = _end_layers(config.get("output_layers"), "output")
+        if outputs and not sequential:
+            return [self.flattened.get(prefix + output, prefix + output) for output in outputs]
+        return [nodes[-1][0]] if nodes else []
 
     def _input(self, batch_shape: object) -> None:
         if not isinstance(batch_shape, list) or len(batch_shape) < 2 or not all(isinstance(s, int)
@@ -432,18 +444,10 @@ class _Importer:
         self.shapes[MODEL_INPUT] = self.input_shape
 
     def _loss(self, compile_config: dict, nodes: list[tuple[str, dict, list[str]]]) -> str:
-        if not isinstance(compile_config, dict):
-            raise SpecError(f"the model's compile_config {compile_config!r} is not an object")
-        loss = compile_config.get("loss")
-        if loss is None:
-            output = [layer for name, layer, _ in nodes if name == self.output]
-            softmax = output and _activation_name(output[0].get("config", {}).get("activation")) == "softmax"
-            return "cross_entropy" if softmax else "mse"
-        key = loss.get("class_name") if isinstance(loss, dict) else loss
-        if not isinstance(key, str) or key not in LOSSES:
-            raise SpecError(f"loss {key!r} has no counterpart in the spec (mean squared error and categorical "
-                            f"cross-entropy do)")
-        return LOSSES[key]
+        layers = {name: layer for name, layer, _ in nodes}
+        softmax = [_activation_name(layers[output].get("config", {}).get("activation")) == "softmax"
+                   for output in self.outputs]
+        return shared_loss(compile_config, self.outputs, softmax)
 
     def _emit(self, name: str, kind: str, inputs: list[str], **options: object) -> str:
         """Adds one spec layer, checking its options, inputs and shapes now so an error names this layer."""
@@ -464,7 +468,7 @@ class _Importer:
         """The spec layer an activation becomes; None for the identity (and the output's softmax, which
         cross-entropy applies itself)."""
         activation = _activation_name(value)
-        if activation == "softmax" and name == self.output and self.loss == "cross_entropy":
+        if activation == "softmax" and name in self.outputs and self.loss == "cross_entropy":
             return None
         if not isinstance(activation, str) or activation not in ACTIVATIONS:
             raise _Refused(f"uses activation {activation!r}, which has no counterpart in the spec (relu, relu6, silu, "

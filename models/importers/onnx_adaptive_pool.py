@@ -87,7 +87,7 @@ def adaptive_pool(transpose: onnx.NodeProto, image: Shape, readers: dict[str, li
             continue
         rows, columns = (np.array(matrix, np.float32)
                          for matrix in AdaptiveAvgPool2D(value.shape[2:]).averaging(image))
-        chain = feeding(region, output)
+        chain = feeding(region, [output])
         inside, made = {id(node) for node in chain}, {tensor for node in chain for tensor in node.output} - {output}
         if np.allclose(value, np.einsum("hH,ncHW,wW->nchw", rows, x, columns), rtol=1e-5, atol=1e-6) and \
                 not made & graph_outputs and all(id(reader) in inside for tensor in made

@@ -88,7 +88,7 @@ class BatchNodes:
 
     def _from_shapes(self, tensor: str) -> bool:
         """Whether `tensor` is computed from a Shape or Size: the folder's value holds at batch 1 alone."""
-        return any(part.op_type in ("Shape", "Size") for part in feeding(self.graph.node, tensor))
+        return any(part.op_type in ("Shape", "Size") for part in feeding(self.graph.node, [tensor]))
 
     def _batch_size(self, tensor: str) -> bool:
         """Whether `tensor` is the batch size alone, Shape(x)[0] of a tensor x the importer maps (its axis 0 the
@@ -212,7 +212,7 @@ class BatchNodes:
             self.sequences[node.output[0]] = (value, bounds)
             return
         for index, (output, (start, stop)) in enumerate(zip(node.output, bounds, strict=True)):
-            if output in self.readers or output == self.graph.output[0].name:
+            if output in self.readers or any(output == end.name for end in self.graph.output):
                 spec = self._emit(f"{label}_{index}", "channel_slice", [value.spec], start=start, stop=stop)
                 self.tensors[output] = _Tensor(spec, FIRST)
 

@@ -20,7 +20,9 @@ two nodes read counts once per reader: the spec shares no weights, and an export
 (torch's stores a fresh batch norm's scale and running variance, all ones, as one initializer).
 
 The loss: ONNX has none. A Softmax or LogSoftmax over class scores at the output is the spec's cross_entropy
-(which takes the scores and applies the softmax itself); any other output gets mse.
+(which takes the scores and applies the softmax itself); any other output gets mse. A graph of several outputs (an
+FPN's levels, a train-mode detection head's scales, auxiliary logits) is a spec of several outputs, in the graph's
+order, one loss each: a softmax at every output or at none, as a spec has one kind of loss.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class OnnxProof:
 
     spec: ModelSpec
     graph: onnx.ModelProto  # the file's graph as the spec's frameworks compute it in inference
-    scores: str  # the tensor the spec's output is
+    scores: tuple[str, ...]  # the tensors the spec's outputs are
     weights: dict[str, np.ndarray]  # the initializers as the spec's canonical arrays
 
 
@@ -94,9 +96,9 @@ def load_onnx_proof(path: str | Path) -> OnnxProof:
     return OnnxProof(spec, *_inference_graph(model, importer), _canonical(importer, spec))
 
 
-def _inference_graph(model: onnx.ModelProto, importer: _Importer) -> tuple[onnx.ModelProto, str]:
+def _inference_graph(model: onnx.ModelProto, importer: _Importer) -> tuple[onnx.ModelProto, tuple[str, ...]]:
     """The graph for the reference runtime (each dropout the importer found, ONNX's Dropout or torch's mask
-    arithmetic, the identity), and the tensor the spec's output is (the scores a softmax at the output reads: the
+    arithmetic, the identity), and the tensors the spec's outputs are (the scores a softmax at an output reads: the
     loss takes the softmax in)."""
     masked = {mask.output: mask.source for mask in importer.dropouts.values()}
     inference = onnx.ModelProto()
@@ -109,11 +111,12 @@ def _inference_graph(model: onnx.ModelProto, importer: _Importer) -> tuple[onnx.
             del node.input[:]
             node.input.append(source)
             del node.output[1:]
-    output = model.graph.output[0].name
-    final = next((node for node in model.graph.node if output in node.output), None)
-    scores = final.input[0] if importer.loss == "cross_entropy" and final is not None else output
-    inference.graph.output[0].name = scores  # a softmax keeps its input's type and shape; a runtime gives outputs only
-    return inference, scores
+    scores = []
+    for output in inference.graph.output:
+        final = next((node for node in model.graph.node if output.name in node.output), None)
+        scores.append(final.input[0] if importer.loss == "cross_entropy" and final is not None else output.name)
+        output.name = scores[-1]  # a softmax keeps its input's type and shape; a runtime gives outputs only
+    return inference, tuple(scores)
 
 
 def canonical_weights(path_or_model: str | Path | onnx.ModelProto, spec: ModelSpec) -> dict[str, np.ndarray]:
@@ -215,9 +218,7 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
         self.parameters = self._parameters()
         self._input()
         outputs = [output.name for output in self.graph.output]
-        if len(outputs) != 1:
-            raise SpecError(f"{self.source}: the graph has {len(outputs)} outputs; a spec has one")
-        nodes = self._feeding(outputs[0])
+        nodes = self._feeding(outputs)
         for node in nodes:
             for tensor in node.input:
                 self.readers.setdefault(tensor, []).append(node)
@@ -229,21 +230,42 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
             if id(node) in self.folded:
                 continue
             try:
-                self._node(node, _attributes(node), outputs[0])
+                self._node(node, _attributes(node), outputs)
             except _Refused as exc:
                 raise SpecError(f"{self.source}: node {label!r} ({op}) {exc}") from exc
             except SpecError as exc:
                 raise SpecError(f"{self.source}: node {label!r} ({op}): {exc}") from exc
-        out = self.tensors.get(outputs[0])
-        if out is None or out.spec == MODEL_INPUT:
-            raise SpecError(f"{self.source}: the graph's output {outputs[0]!r} is computed by no mapped layer")
-        self.entries.append(self.entries.pop(next(i for i, e in enumerate(self.entries) if e["name"] == out.spec)))
+        ends = self._ends(outputs)
+        if len(ends) == 1:  # the output last, as a spec of one output has it
+            self.entries.append(self.entries.pop(next(i for i, e in enumerate(self.entries) if e["name"] == ends[0])))
         try:
             return ModelSpec.from_dict({"name": self.name, "input_shape": list(self.shapes[MODEL_INPUT]),
                                         "loss": self.loss, "description": "imported from an ONNX model",
-                                        "layers": self.entries})
+                                        "layers": self.entries} | ({"outputs": ends} if len(ends) > 1 else {}))
         except SpecError as exc:
             raise SpecError(f"{self.source}: {exc}") from exc
+
+    def _ends(self, outputs: list[str]) -> list[str]:
+        """The spec layers that are the graph's outputs, in its order: each computed by a mapped layer, each its own,
+        and all class scores (a softmax at each, the loss cross_entropy) or none."""
+        ends = []
+        for output in outputs:
+            value = self.tensors.get(output)
+            if value is None or value.spec == MODEL_INPUT:
+                raise SpecError(f"{self.source}: the graph's output {output!r} is computed by no mapped layer")
+            if value.spec in ends:
+                raise SpecError(f"{self.source}: the graph's outputs {outputs[ends.index(value.spec)]!r} and "
+                                f"{output!r} are the same values; a spec's outputs are distinct layers")
+            ends.append(value.spec)
+        softmaxed = [output for output in outputs if self._ends_in_softmax(output)]
+        if softmaxed and len(softmaxed) != len(outputs):
+            plain = next(output for output in outputs if output not in softmaxed)
+            raise SpecError(f"{self.source}: the output {softmaxed[0]!r} ends in a softmax and {plain!r} does not; "
+                            f"a spec's outputs share one loss (cross_entropy on class scores, or mse)")
+        return ends
+
+    def _ends_in_softmax(self, output: str) -> bool:
+        return any(node.op_type in ("Softmax", "LogSoftmax") and output in node.output for node in self.graph.node)
 
     def _find_dropouts(self, nodes: list[onnx.NodeProto]) -> None:
         """The Muls that are torch's dropout written as arithmetic (models/importers/onnx_dropout.py): their masks'
@@ -269,11 +291,11 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
                 found.add(node.output[0])
         return found
 
-    def _feeding(self, output: str) -> list[onnx.NodeProto]:
-        """The nodes the output depends on, in the graph's order: a runtime skips a branch that feeds no output,
+    def _feeding(self, outputs: list[str]) -> list[onnx.NodeProto]:
+        """The nodes the outputs depend on, in the graph's order: a runtime skips a branch that feeds no output,
         and a spec has no layer that feeds none. A value computed from constants alone is known: what computes
         it is not a layer."""
-        return feeding(self.graph.node, output, self.known)
+        return feeding(self.graph.node, outputs, self.known)
 
     def _input(self) -> None:
         inputs = [tensor for tensor in self.graph.input if tensor.name not in self.constants]
@@ -360,7 +382,7 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
 
     # -- the nodes ---------------------------------------------------------------------------------------------
 
-    def _node(self, node: onnx.NodeProto, attributes: dict, output: str) -> None:
+    def _node(self, node: onnx.NodeProto, attributes: dict, outputs: list[str]) -> None:
         op, label = node.op_type, node.name or node.output[0]
         if node.domain not in ("", "ai.onnx"):
             raise _Refused(f"is a custom op; the spec's layers are standard ops ({MAPPED})")
@@ -439,7 +461,7 @@ class _Importer(ConvNodes, NormalizationNodes, ActivationNodes, PoolingNodes, Sh
         elif op == "Resize":
             self._resize(node, attributes, label)
         elif op in ("Softmax", "LogSoftmax"):
-            self._softmax(node, output)
+            self._softmax(node, outputs)
         else:
             raise _Refused(f"has no counterpart in the spec ({MAPPED})")
 

@@ -64,10 +64,10 @@ class MergeNodes:
             raise _Refused(f"joins axis {attributes['axis']}; the spec's concat joins channels")
         self._set(node, self._emit(label, "concat", [value.spec for value in values]), values[0].layout)
 
-    def _softmax(self, node: onnx.NodeProto, output: str) -> None:
-        """A softmax over the class scores at the output is the cross_entropy loss's own: it sets the loss."""
+    def _softmax(self, node: onnx.NodeProto, outputs: list[str]) -> None:
+        """A softmax over the class scores at an output is the cross_entropy loss's own: it sets the loss."""
         value = self._value(node, 0)
-        if node.output[0] != output or len(self.shapes[value.spec]) != 1 or isinstance(value.layout, tuple):
+        if node.output[0] not in outputs or len(self.shapes[value.spec]) != 1 or isinstance(value.layout, tuple):
             raise _Refused("is not over the class scores at the output; the spec's softmax is its "
                            "cross_entropy loss's own")
         self.loss = "cross_entropy"

@@ -340,6 +340,13 @@ def budget_table(first: Estimate, answers: list[BatchAnswer | tuple[str, str]], 
     return "\n".join([*lines, "", *map(line, rows), "", *(text for note in notes for text in wrap(note))])
 
 
+def _what_the_loss_keeps(spec: ModelSpec) -> str:
+    """What the loss's figure in the layer table is: a softmax or a difference the output's size, per output (none
+    where torch's mse reads an output a layer keeps already)."""
+    count = len(spec.output_layers)
+    return "its output's size" if count == 1 else f"its {count} outputs' sizes, one loss each"
+
+
 def layer_table(spec: ModelSpec, analytic: Estimate) -> str:
     """Keras's `summary()` with memory: per layer its type, output shape, parameters and the bytes its backward keeps
     (`kept_by_layer`, at the scenario's batch, dtype and rules), with the running total, so a person sees which layers
@@ -375,7 +382,8 @@ def layer_table(spec: ModelSpec, analytic: Estimate) -> str:
               f"{layer.param_count:>{params_w},}  {kept_layer:>{kept_w},}  {total:>{running_w},}"
               for layer, shape, kept_layer, total in zip(layers, shapes, kept, running, strict=True)]
     notes = [f"total: {spec.param_count:,} parameters; the layers keep {running[-1]:,} bytes "
-             f"({running[-1] / MIB:,.1f} MiB) and the loss {loss:,} more (its output's size); a tensor two layers keep "
+             f"({running[-1] / MIB:,.1f} MiB) and the loss {loss:,} more ({_what_the_loss_keeps(spec)}); a tensor two "
+             f"layers keep "
              f"is counted at the first, a padded copy at its layer"]
     if analytic.technique in (*techniques.RECOMPUTING, *RULES[analytic.rules].policy_keeps):
         notes.append(f"{analytic.technique} recomputes: between runs it keeps only each run's inputs, and a run's own "

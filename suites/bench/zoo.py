@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from models import zoo_split
+from models.estimate import RULES, activations
 from models.importers.files import load_spec_file
+from models.protocol import write_scenario
 from models.record import atomic_write_json
 from models.scenario import Scenario
 from models.spec import ModelSpec, SpecError
@@ -34,14 +36,18 @@ from suites.analysis import accounting, constants, depth, errors
 from suites.bench import zoo_records
 from suites.report.zoo_table import markdown
 from suites.run import environment, import_check
+from suites.run.keras_rewrap import functional_file
 from suites.run.orchestrator import run_scenario, worker_environment
 from suites.run.registry import ROOT, interpreter
 from suites.run.runfile import RunFile, commits, identity
 
 SCHEMA_VERSION = 1
+MB = 1e6
 KIND = "footprint-zoo"
 SIZE = 64  # pixels a side: small enough for every net's training step on a CPU, large enough for every stem
-LARGER = 75  # the least InceptionV3, InceptionResNetV2 and Xception take (Keras), inception_v3 (torchvision)
+LARGER = 75  # the least InceptionV3, InceptionResNetV2 and Xception take (Keras)
+INCEPTION_AUX = 299  # torchvision's inception_v3 with its auxiliary logits, as it trains: the auxiliary head's 5x5
+# conv over its pooled 17x17 map needs the size Inception v3 is trained at
 KERAS_NETS = {name: LARGER if name in ("InceptionV3", "InceptionResNetV2", "Xception") else SIZE for name in (
     "ConvNeXtTiny", "ConvNeXtSmall", "ConvNeXtBase", "ConvNeXtLarge", "ConvNeXtXLarge",
     "DenseNet121", "DenseNet169", "DenseNet201",
@@ -52,7 +58,7 @@ KERAS_NETS = {name: LARGER if name in ("InceptionV3", "InceptionResNetV2", "Xcep
     "VGG16", "VGG19", "Xception")}
 # VGG's and AlexNet's classifiers pool the map to 7x7 and 6x6 whatever its size: at 64 pixels an adaptive average
 # pool from 2x2 and 1x1 (the spec's adaptive_avgpool2d), so they too are built at 64
-TORCHVISION_NETS = {name: LARGER if name == "inception_v3" else SIZE for name in (
+TORCHVISION_NETS = {name: INCEPTION_AUX if name == "inception_v3" else SIZE for name in (
     "resnet18", "resnet50", "resnext50_32x4d", "wide_resnet50_2", "vgg11", "vgg11_bn", "alexnet", "squeezenet1_1",
     "densenet121", "googlenet", "inception_v3", "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
     "mnasnet0_5", "shufflenet_v2_x0_5", "efficientnet_b0", "efficientnet_v2_s", "regnet_y_400mf", "convnext_tiny")}
@@ -72,9 +78,27 @@ TIMM_NETS = {name: SIZE for name in (
     "mobilenetv4_conv_small", "efficientnet_lite0", "efficientnet_es", "tf_efficientnet_b0", "tinynet_a", "mixnet_s",
     "mnasnet_100", "semnasnet_050", "fbnetc_100", "spnasnet_100", "lcnet_050", "hardcorenas_a", "xception41",
     "convnext_atto", "convnextv2_atto", "inception_next_atto", "hgnet_tiny", "hgnetv2_b0", "starnet_s1",
-    "fastvit_t8", "nf_resnet26", "nf_regnet_b0")}
+    "fastvit_t8", "nf_resnet26", "nf_regnet_b0",
+    # issue 71: ten families more (metaformer's pooling and conv mixers, group-norm ResNet, RDNet, ConvMixer, MambaOut,
+    # PNASNet, RepViT, TResNet, BiT, FocalNet), and three nets of families the zoo has, built as new users build them
+    "poolformer_s12", "convformer_s18", "resnet50_gn", "rdnet_tiny", "convmixer_768_32", "mambaout_femto",
+    "pnasnet5large", "repvit_m0_9", "tresnet_m", "resnetv2_50x1_bit", "focalnet_tiny_srf", "efficientnetv2_rw_t",
+    "ghostnetv3_050", "mobilenetv1_100")}
+# Dense prediction at the sizes its users train where a CPU trains them at batch 8 (issue 71): segmentation 256,
+# detection 320; a YOLO classifier at 224, its own default
+DENSE_SIZE, DETECTION_SIZE, YOLO_CLASSIFIER_SIZE = 256, 320, 224
+SMP_NETS = {f"smp_{arch}": DENSE_SIZE for arch in ("Unet", "UnetPlusPlus", "FPN", "Linknet", "DeepLabV3Plus", "PSPNet",
+                                                   "PAN", "MAnet")}
+MONAI_NETS = {name: DENSE_SIZE for name in ("monai_UNet", "monai_BasicUNet", "monai_SegResNet", "monai_AttentionUnet",
+                                            "monai_DenseNet121")}
+DETECTION_NETS = {name: DETECTION_SIZE for name in ("fpn_resnet18", "fpn_mobilenet_v3_large")}
+ULTRALYTICS_NETS = {"yolov8n": DETECTION_SIZE, "yolov8n-seg": DETECTION_SIZE, "yolov8n-cls": YOLO_CLASSIFIER_SIZE}
+KERAS_HUB_NETS = {name: SIZE for name in ("hub_ResNet18", "hub_ResNet50", "hub_VGG16", "hub_DenseNet121",
+                                           "hub_MiT_B0")}
 SOURCES = {"keras": ("keras-tensorflow", KERAS_NETS), "torchvision": ("zoo-torch", TORCHVISION_NETS),
-           "timm": ("zoo-torch", TIMM_NETS)}
+           "timm": ("zoo-torch", TIMM_NETS), "smp": ("zoo-torch", SMP_NETS), "monai": ("zoo-torch", MONAI_NETS),
+           "detection": ("zoo-torch", DETECTION_NETS), "ultralytics": ("zoo-torch", ULTRALYTICS_NETS),
+           "keras-hub": ("zoo-keras", KERAS_HUB_NETS)}
 TRAIN_BATCH = 8
 # The size users train at: the nets below are built and trained again at it, in the frameworks below (the estimate's
 # error at 64 px need not be its error at 224, where activations outweigh the weights). Twelve held-out nets of
@@ -88,6 +112,10 @@ LARGE_HELD_OUT = ("efficientnet_lite0", "ghostnet_100", "mixnet_s", "mnasnet_100
 LARGE_TUNED = ("resnet18", "resnet10t", "resnet26d", "mobilenet_v2", "mobilenet_v3_small", "mobilenetv3_large_100",
                "densenet121", "vgg11_bn")
 LARGE_NETS = LARGE_HELD_OUT + LARGE_TUNED
+# The rebuilds whose saved-for-backward bytes are set beside the source module's own (frameworks/zoo_sources.py), at
+# the zoo's size and TRAIN_BATCH: autograd's saved-tensor hooks measure both sides alike
+SAVED_FRAMEWORKS = ("torch", "keras-torch")
+EXPLAINED = 0.01  # a rebuild's extra bytes are the ones its rules keep beyond torch's within this share of its total
 # the phases the estimate is judged on, and the key of each net's error in the table, in the driver's view
 EVALUATED = {"train_step_2": "estimate_error", "inference": "inference_error"}
 EVALUATED_VIEW = "driver"
@@ -110,6 +138,9 @@ class Row:
     rounding: float | None = None  # the source's float32 answer against its float64 one, relative (Keras's nets)
     train: dict[str, dict] = field(default_factory=dict)  # framework -> status and the estimate's error
     train_large: dict[str, dict] = field(default_factory=dict)  # the same at LARGE_SIZE (LARGE_NETS only)
+    # what the training step keeps for its backward, in bytes: the source's own module's ("module") and each rebuild's
+    # (SAVED_FRAMEWORKS), with "note": equal, or the difference and what explains it (a torch module's nets only)
+    saved: dict[str, object] = field(default_factory=dict)
 
     @property
     def imported(self) -> bool:
@@ -129,8 +160,11 @@ def build_sources(source: str, names: list[str], folder: Path, size: int | None 
     nets = {name: size or SOURCES[source][1][name] for name in names}
     wanted = [name for name in names if "error" in known.get(name, {"error": "not built"})
               or known[name].get("size") != nets[name] or not Path(known[name]["file"]).exists()]
+    module = source not in ("keras", "keras-hub")  # a torch module: its own saved bytes are measured beside it
+    wanted += [name for name in names if module and name not in wanted and "saved_bytes" not in known[name]]
     if wanted:
         done = subprocess.run([interpreter(SOURCES[source][0]), "-m", "frameworks.zoo_sources", source, str(folder),
+                               *([f"--saved-batch={TRAIN_BATCH}"] if module else []),
                                *(f"{name}={nets[name]}" for name in wanted)], cwd=ROOT, capture_output=True, text=True,
                               timeout=SOURCE_TIMEOUT_S, env=worker_environment() | import_check.KERAS_QUIET)
         for line in done.stdout.splitlines():
@@ -157,7 +191,9 @@ def _import(row: Row, built: dict) -> ModelSpec | None:
         row.reason = f"its source could not build it: {built['error']}"
         return None
     row.source_counts = (built["parameters"], built["statistics"])
+    row.saved = {"module": built["saved_bytes"]} if "saved_bytes" in built else {}
     try:
+        built["file"] = functional_file(built["file"])  # a keras-hub backbone saved as itself: the model it builds
         spec = load_spec_file(built["file"])
     except SpecError as error:
         row.reason = str(error).removeprefix(f"{built['file']}: ")
@@ -208,6 +244,62 @@ def _check(rows: dict[str, Row], files: dict[str, str], specs: dict[str, ModelSp
                            "rounding": rows[name].rounding, "git_commit": environment.git_commit()}
         atomic_write_json(known_path, known)
         return
+
+
+def _saved(rows: dict[str, Row], files: dict[str, str], specs: dict[str, ModelSpec], work: Path) -> None:
+    """Beside each torch module's own saved-for-backward bytes, each rebuild's (SAVED_FRAMEWORKS): its worker's steps
+    job, one net a process (a net one framework cannot build fails alone), at the zoo's size and batch, kept in
+    `saved.json` in `work` by the file's fingerprint; and the row's note (`saved_note`)."""
+    known_path = work / "saved.json"
+    known = json.loads(known_path.read_text()) if known_path.exists() else {}
+    for name, row in rows.items():
+        if "module" not in row.saved or name not in files:
+            continue
+        key = _fingerprint(files[name], specs[name])
+        for framework in SAVED_FRAMEWORKS:
+            if framework not in known.get(key, {}):
+                print(f"zoo: what {name}'s rebuild keeps in {framework}", flush=True)
+                known.setdefault(key, {})[framework] = _saved_by_the_rebuild(framework, files[name],
+                                                                             _folder(work / "saved", name))
+                atomic_write_json(known_path, known)
+            row.saved[framework] = known[key][framework]
+        row.saved["note"] = saved_note(specs[name], row.saved)
+
+
+def _saved_by_the_rebuild(framework: str, path: str, folder: Path) -> int | str:
+    """The bytes the rebuild's first training step keeps for its backward (the worker's steps job), or why not."""
+    scenario = Scenario.create(framework, None, path, kind="train", batch=TRAIN_BATCH, device="cpu")
+    try:
+        done = subprocess.run([interpreter(framework), "-m", "frameworks.worker", "steps",
+                               write_scenario(scenario.to_dict(), folder)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=SCENARIO_TIMEOUT_S, env=worker_environment())
+    except subprocess.TimeoutExpired:
+        return f"not measured: no answer in {SCENARIO_TIMEOUT_S:.0f} s"
+    if done.returncode:
+        return f"not measured: {(done.stderr.strip().splitlines() or ['no output'])[-1][:200]}"
+    return int(json.loads(done.stdout)[0][0]["saved_activation_bytes"])
+
+
+def saved_note(spec: ModelSpec, saved: dict[str, object]) -> str:
+    """Each rebuild against the module: equal, or its extra bytes and whether its rules explain them (the bytes its
+    rules keep beyond torch's, whose rules keep what autograd lists for torch's own ops, within EXPLAINED of its
+    total: Keras on torch's channels-first copies and composed batch norm), else DIFFERS."""
+    module, parts = saved["module"], []
+    for framework in SAVED_FRAMEWORKS:
+        rebuild = saved.get(framework)
+        if not isinstance(rebuild, int) or not isinstance(module, int):
+            parts.append(f"{framework} {rebuild or 'not measured'}")
+            continue
+        extra = rebuild - module
+        if not extra:
+            parts.append(f"{framework} equal")
+            continue
+        beyond = (activations(spec, RULES[framework], TRAIN_BATCH, 4).saved
+                  - activations(spec, RULES["torch"], TRAIN_BATCH, 4).saved)
+        explained = abs(extra - beyond) <= EXPLAINED * rebuild
+        why = f", what its rules keep beyond torch's ({beyond / MB:+,.1f})" if explained else " DIFFERS"
+        parts.append(f"{framework} {extra / MB:+,.1f} MB{why}")
+    return "; ".join(parts)
 
 
 Key = tuple[str, str, int]  # a training scenario's net, framework and input size
@@ -341,6 +433,10 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
                           "records_by_commit": commits({"records": used}),  # a resumed run's are older
                           "large": {"size": LARGE_SIZE, "nets": [name for name in LARGE_NETS if name in rows],
                                     "frameworks": [fw for fw in train_frameworks if fw in LARGE_FRAMEWORKS]}},
+                "saved": {"frameworks": list(SAVED_FRAMEWORKS), "batch": TRAIN_BATCH, "explained": EXPLAINED,
+                          "what": "the bytes a training step keeps for its backward (autograd's saved-tensor hooks, "
+                                  "each storage once, weights, batch and targets left out): the source's own torch "
+                                  "module's beside each rebuild's, at the zoo's size"},
                 "check": {"frameworks": check_frameworks, "tolerance": import_check.RELATIVE_TOLERANCE,
                           "difference": "largest absolute output difference over the reference's largest value",
                           "rounding": "the source's own float32 output against its float64 one, the same measure"},
@@ -353,6 +449,7 @@ def run_zoo(out: Path | None, work: Path | None, sources: list[str], only: list[
 
     print(f"zoo: {len(files)} of {len(rows)} nets imported", flush=True)
     _check(rows, files, specs, check_frameworks, work)
+    _saved(rows, files, specs, work)
     written([], [], {})
     if train_frameworks:
         run = RunFile("zoo", "cpu", work / "zoo-cpu.json")  # beside the built files it names, never published

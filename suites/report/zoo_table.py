@@ -92,16 +92,45 @@ def markdown(data: dict) -> str:
              + ", with the file's weights (`models --check`). Rounding: " + check.get("rounding", "not measured")
              + ". Estimate: " + train["error"]
              + f", batch {train['batch']} on the {train['device']}{_measured_at(train)}.", "",
+             *_saved_summary(data),
              *_evaluation(data.get("evaluation")),
              "| source | net | half | input | counts | " + " | ".join(f"output {fw}" for fw in check["frameworks"])
              + " | rounding | " + " | ".join(f"estimate {fw}" for fw in train["frameworks"])
-             + "".join(f" | estimate {fw} at {large['size']} px" for fw in large["frameworks"]) + " | why not |",
+             + "".join(f" | estimate {fw} at {large['size']} px" for fw in large["frameworks"])
+             + " | saved for backward | why not |",
              "|---|---|---|---:|---|" + "---:|" * (len(check["frameworks"]) + 1 + len(train["frameworks"])
-                                                   + len(large["frameworks"])) + "---|"]
+                                                   + len(large["frameworks"])) + "---|---|"]
     for row in rows:
         why = (row["reason"] or row["check_reason"] or "").replace("|", "\\|")
         lines.append(f"| {row['source']} | {row['name']} | {row.get('half', '-')} | {row['size']} | {_counts(row)} | "
                      + " | ".join(_check(row, fw, tolerance) for fw in check["frameworks"]) + f" | {_rounding(row)} | "
                      + " | ".join(_train(row, fw) for fw in train["frameworks"])
-                     + "".join(f" | {_train(row, fw, 'train_large')}" for fw in large["frameworks"]) + f" | {why} |")
+                     + "".join(f" | {_train(row, fw, 'train_large')}" for fw in large["frameworks"])
+                     + f" | {_saved(row)} | {why} |")
     return "\n".join(lines) + "\n"
+
+
+def _saved(row: dict) -> str:
+    """The module's own saved bytes and each rebuild's note; "-" for a net whose source is no torch module."""
+    saved = row.get("saved") or {}
+    if "module" not in saved:
+        return "-"
+    return f"module {saved['module'] / 1e6:,.1f} MB: {saved.get('note', 'rebuilds not measured')}"
+
+
+def _saved_summary(data: dict) -> list[str]:
+    """How many torch modules' rebuilds keep the module's own saved bytes, per framework (none before this table had
+    the column)."""
+    saved = data.get("saved")
+    measured = [row["saved"] for row in data["rows"] if "note" in (row.get("saved") or {})]
+    if not saved or not measured:
+        return []
+    counts = []
+    for framework in saved["frameworks"]:
+        equal = sum(f"{framework} equal" in row["note"].split("; ") for row in measured)
+        explained = sum(any(part.startswith(f"{framework} ") and "what its rules keep" in part
+                            for part in row["note"].split("; ")) for row in measured)
+        counts.append(f"in {framework} {equal} keep the module's bytes exactly and {explained} keep more by what "
+                      f"{framework}'s rules keep beyond torch's (within {saved['explained']:.0%})")
+    return [f"Saved for backward: {saved['what']}, batch {saved['batch']}. Of {len(measured)} torch modules, "
+            + "; ".join(counts) + ".", ""]

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from models.importers.files import load_spec_file
+from models.protocol import in_order, numbered
 from models.spec import ModelSpec, SpecError
 from suites.run.forward import forward_all
 from suites.run.orchestrator import worker_environment
@@ -110,16 +111,16 @@ class Ready:
     spec: ModelSpec
     batch: dict[str, np.ndarray]
     weights: dict[str, np.ndarray] | None = None
-    reference: np.ndarray | None = None  # onnxruntime's output; None: Keras's, from its worker
+    reference: list[np.ndarray] | None = None  # onnxruntime's outputs; None: Keras's, from its worker
 
 
 def _batch(spec: ModelSpec, size: int = BATCH) -> dict[str, np.ndarray]:
-    """A fixed batch of `size` in the spec's channels-last layout, and targets for its loss."""
+    """A fixed batch of `size` in the spec's channels-last layout, and targets for its loss, one per output."""
     generator = np.random.default_rng(0)
     inputs = generator.standard_normal((size, *spec.input_shape), dtype=np.float32)
-    targets = (generator.integers(0, spec.output_shape[0], size).astype(np.int32) if spec.loss == "cross_entropy"
-               else generator.standard_normal((size, *spec.output_shape), dtype=np.float32))
-    return {"inputs": inputs, "targets": targets}
+    targets = [generator.integers(0, shape[0], size).astype(np.int32) if spec.loss == "cross_entropy"
+               else generator.standard_normal((size, *shape), dtype=np.float32) for shape in spec.output_shapes]
+    return {"inputs": inputs, **numbered("targets", targets)}
 
 
 def _file_batch(proof: OnnxProof) -> int:
@@ -136,8 +137,8 @@ def _run(command: list[str], what: str, extra: dict[str, str] | None = None) -> 
         raise SpecError(f"{what}: {last}")
 
 
-def _onnx(proof: OnnxProof, batch: dict[str, np.ndarray], path: str) -> np.ndarray:
-    """The graph's own output on the batch, computed by onnxruntime with its graph optimizations off (the graph as
+def _onnx(proof: OnnxProof, batch: dict[str, np.ndarray], path: str) -> list[np.ndarray]:
+    """The graph's own outputs on the batch, computed by onnxruntime with its graph optimizations off (the graph as
     written; onnx 1.23's reference evaluator rounds googlenet's stride-1 ceil_mode max pool two pixels too large)."""
     import onnxruntime
 
@@ -148,12 +149,12 @@ def _onnx(proof: OnnxProof, batch: dict[str, np.ndarray], path: str) -> np.ndarr
     try:
         session = onnxruntime.InferenceSession(proof.graph.SerializeToString(), options,
                                                providers=["CPUExecutionProvider"])
-        (output,) = session.run([proof.scores], {proof.graph.graph.input[0].name: inputs.transpose(0, 3, 1, 2)
-                                                 if inputs.ndim == 4 else inputs})
+        outputs = session.run(list(proof.scores), {proof.graph.graph.input[0].name: inputs.transpose(0, 3, 1, 2)
+                                                   if inputs.ndim == 4 else inputs})
     except Exception as error:  # noqa: BLE001 - any failure of the runtime is one line: the file is not proved
         raise SpecError(f"{path}: onnxruntime could not compute the file, so it cannot be compared: "
                         f"{type(error).__name__}: {' '.join(str(error).split())}") from error
-    return output.transpose(0, 2, 3, 1) if output.ndim == 4 else output
+    return [output.transpose(0, 2, 3, 1) if output.ndim == 4 else output for output in outputs]
 
 
 def _keras_references(files: dict[int, tuple[Path, ModelSpec, dict[str, np.ndarray]]], folder: Path) -> None:
@@ -168,19 +169,19 @@ def _keras_references(files: dict[int, tuple[Path, ModelSpec, dict[str, np.ndarr
              "Keras could not read the files", KERAS_QUIET)
 
 
-def _keras(spec: ModelSpec, given: np.lib.npyio.NpzFile) -> tuple[dict | None, np.ndarray | None, tuple]:
-    """Keras's weights as the spec's and its output on the batch (a `.keras` file), and its counts."""
+def _keras(spec: ModelSpec, given: np.lib.npyio.NpzFile) -> tuple[dict | None, list[np.ndarray] | None, tuple]:
+    """Keras's weights as the spec's and its outputs on the batch (a `.keras` file), and its counts."""
     from models.importers.keras_file import canonical_weights
 
     counts = (int(given["trainable"]), int(given["non_trainable"]))
-    if "output" not in given.files:
+    if "output0" not in given.files:
         return None, None, counts
     layers: dict[str, dict[int, np.ndarray]] = {}
     for key in (key for key in given.files if key.startswith("weights:")):
         layer, index = key.removeprefix("weights:").rsplit(":", 1)
         layers.setdefault(layer, {})[int(index)] = given[key]
     weights = canonical_weights(spec, {layer: [values[i] for i in sorted(values)] for layer, values in layers.items()})
-    return weights, given["output"], counts
+    return weights, in_order("output", given), counts
 
 
 def check(paths: list[str], frameworks: list[str]) -> dict[str, Proof]:
@@ -238,36 +239,39 @@ def prove(files: list[Ready], frameworks: list[str]) -> dict[str, Proof]:
         outputs = dict(zip(nets, forward_all(list(nets.values()), folder, frameworks, _forward), strict=True))
         touchy = {index: nets[index] for index, (reference, _, source, _) in enumerate(found)
                   if source == "onnxruntime" and index in nets and EXACT in frameworks and any(
-                      _difference(outputs[index][framework]["output"], reference) > RELATIVE_TOLERANCE * float(
-                          np.abs(reference).max()) for framework in frameworks)}
+                      _difference(in_order("output", outputs[index][framework]), reference) > RELATIVE_TOLERANCE
+                      * _largest(reference) for framework in frameworks)}
         exact = dict(zip(touchy, forward_all([(spec, arrays | {"float64": np.array(True)}) for spec, arrays in
                                               touchy.values()], folder / "float64", [EXACT], _forward), strict=True))
         proofs = {}
         for index, (file, (reference, counts, source, rounding)) in enumerate(zip(files, found, strict=True)):
-            wide = _rounded(outputs[index], reference, exact[index][EXACT]["output"]) if index in exact else None
+            wide = _rounded(outputs[index], reference, in_order("output", exact[index][EXACT])) \
+                if index in exact else None
             agreements = () if reference is None else tuple(
-                Agreement(framework, _difference(outputs[index][framework]["output"], reference),
-                          float(np.abs(reference).max()), wide) for framework in frameworks)
+                Agreement(framework, _difference(in_order("output", outputs[index][framework]), reference),
+                          _largest(reference), wide) for framework in frameworks)
             ours = (file.spec.param_count, file.spec.statistics_count)
             proofs[file.path] = Proof(source, None if counts is None else (ours, counts), agreements,
                                       len(file.batch["inputs"]), rounding)
         return proofs
 
 
-def _rounded(outputs: dict[str, dict[str, np.ndarray]], reference: np.ndarray, exact: np.ndarray) -> Rounding:
+def _rounded(outputs: dict[str, dict[str, np.ndarray]], reference: list[np.ndarray],
+             exact: list[np.ndarray]) -> Rounding:
     """The float64 rebuild's distances from the float32 answers, relative to its largest value."""
-    scale = max(float(np.abs(exact).max()), np.finfo(np.float64).tiny)
-    return Rounding(_difference(outputs[EXACT]["output"], exact) / scale, _difference(reference, exact) / scale,
-                    {name: _difference(result["output"], exact) / scale for name, result in outputs.items()})
+    scale = max(_largest(exact), np.finfo(np.float64).tiny)
+    return Rounding(_difference(in_order("output", outputs[EXACT]), exact) / scale,
+                    _difference(reference, exact) / scale,
+                    {name: _difference(in_order("output", result), exact) / scale for name, result in outputs.items()})
 
 
-def _rounding(reference: np.ndarray | None, given: np.lib.npyio.NpzFile) -> float | None:
+def _rounding(reference: list[np.ndarray] | None, given: np.lib.npyio.NpzFile) -> float | None:
     """How far Keras's float32 answer is from its float64 one, relative to the latter's largest value; None where
     Keras computed no float64 answer."""
-    if "output64" not in given.files:
+    wide = in_order("float64_output", given)
+    if reference is None or not wide:
         return None
-    return _difference(reference, given["output64"]) / max(float(np.abs(given["output64"]).max()),
-                                                           np.finfo(np.float64).tiny)
+    return _difference(reference, wide) / max(_largest(wide), np.finfo(np.float64).tiny)
 
 
 def _forward(framework: str, job: list[str]) -> None:
@@ -275,9 +279,17 @@ def _forward(framework: str, job: list[str]) -> None:
          f"{framework}'s worker could not run the imported nets")
 
 
-def _difference(output: np.ndarray, reference: np.ndarray) -> float:
-    """The largest absolute difference; infinite where the shapes differ (never broadcast one onto the other)."""
-    return float(np.abs(output - reference).max()) if output.shape == reference.shape else math.inf
+def _difference(outputs: list[np.ndarray], references: list[np.ndarray]) -> float:
+    """The largest absolute difference over every output of the net; infinite where a shape or the number of outputs
+    differs (never broadcast one onto the other)."""
+    if [output.shape for output in outputs] != [reference.shape for reference in references]:
+        return math.inf
+    return max(float(np.abs(output - reference).max()) for output, reference in zip(outputs, references, strict=True))
+
+
+def _largest(arrays: list[np.ndarray]) -> float:
+    """The largest absolute value over every output: one scale for the net's tolerance (an FPN's levels are alike)."""
+    return max(float(np.abs(array).max()) for array in arrays)
 
 
 def _keras_json(path: str) -> bool:

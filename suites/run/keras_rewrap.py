@@ -49,6 +49,10 @@ def functional_file(path: str) -> str:
             raise SpecError(f"{path}: a registered Keras class of {package}, which Keras could not build as a "
                             f"functional model: {last}")
         partial.replace(out)
+    try:  # a refusal names the user's file, not this temporary one
+        load_spec_file(out)
+    except SpecError as error:
+        raise SpecError(str(error).replace(str(out), f"{path} (as the functional model it builds)")) from error
     return str(out)
 
 

@@ -144,6 +144,24 @@ class DensePrediction(nn.Module):
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Pyramid(nn.Module):
+    """Several outputs, as torchvision's FPN backbone and a detection head in train() return them: two levels, the
+    coarse one an output that the fine one reads too (upsampled and added to a lateral conv)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8)
+        self.down = nn.Conv2d(8, 8, 3, 2, padding=1)
+        self.lateral = nn.Conv2d(8, 8, 1)
+        self.head = nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        fine = torch.relu(self.norm(self.stem(x)))
+        coarse = self.down(fine)
+        return self.head(self.lateral(fine) + nn.functional.interpolate(coarse, scale_factor=2.0)), coarse
+
+
 def main() -> None:
     torch.manual_seed(0)
     net, image = Net(), torch.randn(2, 3, 16, 16)
@@ -169,10 +187,12 @@ def main() -> None:
                       training=torch.onnx.TrainingMode.PRESERVE, **batch)
     dense = DensePrediction()
     torch.onnx.export(dense.train(), (torch.randn(2, 3, 10, 10),), HERE / "dense_prediction.onnx", **batch)
+    pyramid = Pyramid()
+    torch.onnx.export(pyramid.train(), (torch.randn(2, 3, 8, 8),), HERE / "pyramid.onnx", optimize=False, **batch)
     counts = {type(each).__name__: {"parameters": sum(parameter.numel() for parameter in each.parameters()),
                                     "statistics": sum(buffer.numel() for buffer in each.buffers()
                                                       if buffer.is_floating_point())}
-              for each in (net, dropouts, pointwise, adaptive, shuffle, dense)}
+              for each in (net, dropouts, pointwise, adaptive, shuffle, dense, pyramid)}
     (HERE / "counts.json").write_text(json.dumps(counts) + "\n")  # torch's own, for the importer's to equal
 
 
