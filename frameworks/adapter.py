@@ -24,6 +24,11 @@ def init_bound(step: LayerShapes) -> float:
     return math.sqrt(3.0 / fan_in)
 
 
+def listed(output: object) -> list:
+    """A net's output as a list of its outputs: a net of several returns them as a tuple or a list."""
+    return list(output) if isinstance(output, (list, tuple)) else [output]
+
+
 class Adapter(ABC):
     """Builds the spec's net in one framework and runs the phases of a scenario."""
 

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Protocol
 
 from frameworks import xla_compiles
-from frameworks.adapter import Adapter, init_bound
+from frameworks.adapter import Adapter, init_bound, listed
 from frameworks.hidden_packages import HIDDEN_VARIABLE, hide_packages, other_backends
 from frameworks.jax_adapter import JaxAdapter
 from frameworks.torch_adapter import TorchAdapter, dynamo_graphs, saved_activation_bytes
@@ -398,9 +398,8 @@ class KerasAdapter(Adapter):
     def _loss(self, targets: list, output: object) -> object:
         """The spec's loss of each output against its target, summed (equally weighted), as Keras's compile sums
         one loss per output."""
-        outputs = output if isinstance(output, (list, tuple)) else [output]
         return functools.reduce(operator.add, (self.loss_fn(target, out)
-                                               for target, out in zip(targets, outputs, strict=True)))
+                                               for target, out in zip(targets, listed(output), strict=True)))
 
     def _targets(self, start: int, size: int) -> object:
         """The targets of examples start..start + size, as train_on_batch takes them: one array per output."""
@@ -539,8 +538,7 @@ class KerasAdapter(Adapter):
             else:
                 output = self.model(inputs, training=training)
                 loss = self._loss(given, output)
-        outputs = output if isinstance(output, (list, tuple)) else [output]
-        return [keras.ops.convert_to_numpy(out) for out in outputs], float(keras.ops.convert_to_numpy(loss))
+        return [keras.ops.convert_to_numpy(out) for out in listed(output)], float(keras.ops.convert_to_numpy(loss))
 
     def _compiled_call(self, inputs: object, targets: list, training: bool) -> tuple[object, object]:
         import jax

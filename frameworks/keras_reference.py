@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from frameworks.adapter import listed
 from models.protocol import numbered
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _listed(output: object) -> list[np.ndarray]:
     """A model's output, or each of its outputs, as numpy arrays."""
     import keras
 
-    return [keras.ops.convert_to_numpy(each) for each in (output if isinstance(output, (list, tuple)) else [output])]
+    return [keras.ops.convert_to_numpy(each) for each in listed(output)]
 
 
 def in_float64(model: keras.Model) -> keras.Model:

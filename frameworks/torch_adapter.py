@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from frameworks import graph
-from frameworks.adapter import Adapter, init_bound
+from frameworks.adapter import Adapter, init_bound, listed
 from models import allocator_modes, techniques
 from models.record import AT_PHASE_END, PEAK_SINCE_PHASE_START, counter
 from models.scenario import OPTIMIZER_SETTINGS
@@ -482,9 +482,8 @@ class TorchAdapter(Adapter):
 
     def _loss(self, output: torch.Tensor | tuple[torch.Tensor, ...], targets: Sequence[torch.Tensor]) -> torch.Tensor:
         """The spec's loss of each output against its target, summed (equally weighted)."""
-        outputs = output if isinstance(output, tuple) else (output,)
         return functools.reduce(operator.add, (self.loss_fn(out, target)
-                                               for out, target in zip(outputs, targets, strict=True)))
+                                               for out, target in zip(listed(output), targets, strict=True)))
 
     def param_count(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
@@ -688,8 +687,7 @@ class TorchAdapter(Adapter):
             given = [self._to_torch(target) for target in targets]
             loss = self._loss(output, [target.long() if self.spec.loss == "cross_entropy" else target
                                        for target in given]).item()
-        outputs = output if isinstance(output, tuple) else (output,)
-        return [(out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy() for out in outputs], loss
+        return [(out.permute(0, 2, 3, 1) if out.dim() == 4 else out).cpu().numpy() for out in listed(output)], loss
 
     def statistics(self) -> list[dict[str, np.ndarray]]:
         """Batch norm's running statistics in canonical order (after a flatten, torch's features are (c, h, w))."""

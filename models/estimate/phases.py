@@ -234,8 +234,7 @@ def _scenario(spec: ModelSpec, kind: str, batch: int, optimizer: str, rules: Rul
     weights = trainable + spec.statistics_bytes(size)  # batch norm's running statistics are weights too
     ops = steps(spec, rules, size)
     largest = max((o.largest_weight for o in ops), default=0)
-    labels = (batch * rules.label_bytes * len(spec.output_layers) if spec.loss == "cross_entropy"
-              else target_values(spec) * batch * size)
+    labels = target_values(spec) * batch * (rules.label_bytes if spec.loss == "cross_entropy" else size)
     inputs = math.prod(spec.input_shape) * batch * size + labels
     state = trainable * OPTIMIZER_STATE_COPIES[optimizer] if kind == "train" else 0
     micro = techniques.ACCUMULATION_STEPS if technique == "accumulate" else 1

@@ -262,12 +262,6 @@ def _end_layers(ends: object, what: str) -> list[str]:
     return [end[0] for end in listed]
 
 
-def _end_layer(ends: object, what: str, holder: str) -> str | None:
-    """The one layer `_end_layers` finds (None for none): a spec has one input, and a nested model one output."""
-    names = _end_layers(ends, what)
-    if len(names) > 1:
-        raise SpecError(f"{holder} has {len(names)} {what}s; a spec has one")
-    return names[0] if names else None
 
 
 def _history_layer(history: object) -> str:
@@ -424,7 +418,9 @@ class _Importer:
                        prefix: str = "") -> list[str]:
         """The nodes that are the model's outputs, in its order (a nested model's names have its `prefix`); none
         for a model of none."""
-        _end_layer(config.get("input_layers"), "input", "the model")
+        inputs = _end_layers(config.get("input_layers"), "input")
+        if len(inputs) > 1:
+            raise SpecError(f"the model has {len(inputs)} inputs; a spec has one")
         outputs = _end_layers(config.get("output_layers"), "output")
         if outputs and not sequential:
             return [self.flattened.get(prefix + output, prefix + output) for output in outputs]

@@ -38,7 +38,7 @@ from suites.report.zoo_table import markdown
 from suites.run import environment, import_check
 from suites.run.keras_rewrap import functional_file
 from suites.run.orchestrator import run_scenario, worker_environment
-from suites.run.registry import ROOT, interpreter
+from suites.run.registry import ROOT, SetupError, interpreter
 from suites.run.runfile import RunFile, commits, identity
 
 SCHEMA_VERSION = 1
@@ -275,6 +275,8 @@ def _saved_by_the_rebuild(framework: str, path: str, folder: Path) -> int | str:
                               timeout=SCENARIO_TIMEOUT_S, env=worker_environment())
     except subprocess.TimeoutExpired:
         return f"not measured: no answer in {SCENARIO_TIMEOUT_S:.0f} s"
+    except SetupError as error:  # its environment is not built here
+        return f"not measured: {error}"
     if done.returncode:
         return f"not measured: {(done.stderr.strip().splitlines() or ['no output'])[-1][:200]}"
     return int(json.loads(done.stdout)[0][0]["saved_activation_bytes"])
